@@ -1,0 +1,107 @@
+"""Command line: ``python -m gateway serve [--config PATH] [--host H] [--port P] [--workers N]`` and
+``python -m gateway check-config PATH``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+log = logging.getLogger("gateway")
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gateway.settings import load_settings
+
+    if args.config:
+        os.environ["GATEWAY_CONFIG"] = args.config
+    settings = load_settings(args.config)
+    host = args.host or settings.server.host
+    port = args.port or settings.server.port
+    workers = args.workers or settings.server.workers
+    keys = settings.auth.resolved_keys()
+    if not keys and host not in LOOPBACK:
+        if not settings.server.allow_open:
+            print(
+                f"refusing to serve on {host} without caller keys: set {settings.auth.keys_env} "
+                "or server.allow_open = true in the config",
+                file=sys.stderr,
+            )
+            return 2
+        log.warning("!!! OPEN ACCESS: serving on %s with no caller keys: anyone who can reach it spends your provider keys", host)
+    # Workers re-import the app from the environment, so pass the resolved settings down that way.
+    os.environ["GATEWAY_SERVER__HOST"] = host
+    os.environ["GATEWAY_SERVER__PORT"] = str(port)
+    common = dict(
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+        timeout_graceful_shutdown=settings.server.shutdown_grace_seconds,
+        loop="auto",
+        http="auto",
+        lifespan="on",
+    )
+    if workers > 1:
+        uvicorn.run("gateway.serve:app_from_env", factory=True, workers=workers, **common)  # type: ignore[arg-type]
+        return 0
+    from gateway.serve import GracefulServer, app_from_env
+
+    config = uvicorn.Config(app_from_env(), **common)  # type: ignore[arg-type]
+    server = GracefulServer(config)
+    asyncio.run(server.serve())
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from gateway.router import Router
+    from gateway.settings import load_settings
+
+    try:
+        settings = load_settings(args.path)
+    except Exception as exc:  # pydantic ValidationError, TOML errors, missing references
+        print(f"invalid config {args.path}: {exc}", file=sys.stderr)
+        return 1
+    router = Router(settings)
+    print(f"config OK: {len(settings.providers)} providers, {len(settings.routes)} routes")
+    for p in settings.providers:
+        has_key = "key set" if p.key() else ("no key needed" if p.dialect == "demo" else "NO KEY")
+        print(f"  provider {p.name}: {p.dialect} {p.base_url} ({has_key})")
+    for r in settings.routes:
+        chain = " -> ".join([f"{r.provider}:{r.upstream_model or '<same name>'}", *r.fallbacks])
+        print(f"  route {r.model}: {chain}")
+    for name in args.model or []:
+        try:
+            resolved = router.resolve(name)
+            print(f"  {name} resolves via {resolved.route!r} to " + " -> ".join(f"{t.provider}:{t.upstream_model}" for t in resolved.targets))
+        except Exception as exc:
+            print(f"  {name}: {exc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="gateway", description="LLM API gateway")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the server")
+    serve.add_argument("--config")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int)
+    check = sub.add_parser("check-config", help="validate a config and print the resolved routes")
+    check.add_argument("path")
+    check.add_argument("--model", action="append", help="also show where this model name resolves (repeatable)")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return _check_config(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""``create_app(settings)``: the Starlette application and its route table.
+
+Model endpoints are plain ASGI callables (``DialectEndpoint``) so the relay sees ``http.disconnect``
+directly; the small JSON endpoints (models, health, metrics) are ordinary Starlette functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
+from gateway.dialects.base import RequestMeta
+from gateway.dialects.registry import codec_for
+from gateway.errors import GatewayError
+from gateway.observe import Observer
+from gateway.relay import Relay, check_auth
+from gateway.router import Router
+from gateway.settings import Settings
+from gateway.upstream import Provider
+
+log = logging.getLogger("gateway")
+
+
+@dataclass
+class GatewayState:
+    settings: Settings
+    router: Router
+    providers: dict[str, Provider]
+    keys: list[str]
+    observer: Observer
+    live_streams: set[Any] = field(default_factory=set)
+    shutting_down: bool = False
+    started: float = field(default_factory=time.time)
+
+
+class DialectEndpoint:
+    """ASGI endpoint for one dialect's model call (POST)."""
+
+    def __init__(self, relay: Relay, dialect: str, stream: bool | None = None) -> None:
+        self.relay = relay
+        self.dialect = dialect
+        self.stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        meta = RequestMeta(query=query, headers=headers_dict(scope), stream=self.stream)
+        await self.relay.serve(self.dialect, scope, receive, send, meta)
+
+
+class GeminiEndpoint:
+    """``/v1beta/models/{model}:{action}``: the action after the colon picks the behaviour."""
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        target = scope["path_params"]["target"]
+        model, _, action = target.rpartition(":")
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if action in ("generateContent", "streamGenerateContent"):
+            meta = RequestMeta(path_model=model, query=query, headers=headers_dict(scope), stream=action == "streamGenerateContent")
+            await self.relay.serve("gemini", scope, receive, send, meta)
+            return
+        if action == "countTokens":
+            from gateway.count_tokens import serve_gemini_count
+
+            await serve_gemini_count(self.relay.state, model, scope, receive, send, query)
+            return
+        err = GatewayError("not_found", f"unknown method {action!r}: use generateContent, streamGenerateContent or countTokens", 404)
+        status, body = codec_for("gemini").render_error(err)
+        await send_json(send, status, body)
+
+
+def _models(state: GatewayState) -> list[str]:
+    names = [r.model for r in state.settings.routes if not any(c in r.model for c in "*?[")]
+    return list(dict.fromkeys(names))
+
+
+def _authorised(state: GatewayState, request: Request, dialect: str) -> Response | None:
+    try:
+        check_auth(state.keys, request.scope, dict(request.query_params))
+    except GatewayError as err:
+        status, body = codec_for(dialect).render_error(err)
+        return JSONResponse(body, status)
+    return None
+
+
+def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
+    async def list_models(request: Request) -> Response:
+        anthropic = "anthropic-version" in request.headers
+        denied = _authorised(state, request, "anthropic" if anthropic else "openai-chat")
+        if denied is not None:
+            return denied
+        names = _models(state)
+        if anthropic:
+            data = [{"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"} for n in names]
+            return JSONResponse({"data": data, "has_more": False, "first_id": names[0] if names else None, "last_id": names[-1] if names else None})
+        data = [{"id": n, "object": "model", "created": int(state.started), "owned_by": "gateway"} for n in names]
+        return JSONResponse({"object": "list", "data": data})
+
+    def gemini_model(name: str) -> dict[str, Any]:
+        return {
+            "name": f"models/{name}",
+            "version": "gateway",
+            "displayName": name,
+            "inputTokenLimit": 1048576,
+            "outputTokenLimit": 65536,
+            "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+        }
+
+    async def list_gemini_models(request: Request) -> Response:
+        denied = _authorised(state, request, "gemini")
+        if denied is not None:
+            return denied
+        return JSONResponse({"models": [gemini_model(n) for n in _models(state)]})
+
+    async def get_gemini_model(request: Request) -> Response:
+        denied = _authorised(state, request, "gemini")
+        if denied is not None:
+            return denied
+        name = request.path_params["target"]
+        try:
+            state.router.resolve(name)
+        except GatewayError as err:
+            status, body = codec_for("gemini").render_error(err)
+            return JSONResponse(body, status)
+        return JSONResponse(gemini_model(name))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        problems = [p.name for p in state.providers.values() if p.dialect != "demo" and p.client is None]
+        if problems or state.shutting_down:
+            return JSONResponse({"status": "not ready", "providers_not_started": problems, "shutting_down": state.shutting_down}, 503)
+        return JSONResponse({"status": "ready", "providers": sorted(state.providers), "routes": len(state.settings.routes)})
+
+    async def metrics(request: Request) -> Response:
+        return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    gemini = GeminiEndpoint(relay)
+    from gateway.count_tokens import AnthropicCountEndpoint
+
+    routes = [
+        Route("/v1/messages", DialectEndpoint(relay, "anthropic"), methods=["POST"]),
+        Route("/v1/messages/count_tokens", AnthropicCountEndpoint(state), methods=["POST"]),
+        Route("/v1/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
+        Route("/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
+        Route("/v1/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
+        Route("/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/models", list_models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    for version in ("v1beta", "v1"):
+        routes.append(Route(f"/{version}/models/{{target:path}}", gemini, methods=["POST"]))
+    routes.append(Route("/v1beta/models", list_gemini_models, methods=["GET"]))
+    routes.append(Route("/v1beta/models/{target:path}", get_gemini_model, methods=["GET"]))
+    routes.append(Route("/v1/models/{target:path}", get_gemini_model, methods=["GET"]))
+    return routes
+
+
+def create_state(settings: Settings) -> GatewayState:
+    providers = {p.name: Provider(p) for p in settings.providers}
+    observer = Observer(enabled=settings.server.access_log)
+    state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer)
+    observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
+    return state
+
+
+def create_app(settings: Settings) -> Starlette:
+    state = create_state(settings)
+    relay = Relay(state)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for provider in state.providers.values():
+            provider.start()
+        try:
+            yield
+        finally:
+            state.shutting_down = True
+            for provider in state.providers.values():
+                await provider.close()
+            state.observer.stop()
+
+    app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)
+    app.state.gateway = state
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": {"message": f"no route for {request.method} {request.url.path}", "type": "not_found_error"}}, 404)
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": {"message": f"{request.method} not allowed on {request.url.path}", "type": "invalid_request_error"}}, 405)
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, method_not_allowed)
+    return app
+
+
+async def end_live_streams(state: GatewayState, grace: float) -> None:
+    """Graceful shutdown: give in-flight streams ``grace`` seconds, then end them in-dialect."""
+    state.shutting_down = True
+    deadline = time.monotonic() + grace
+    while state.live_streams and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    for task in list(state.live_streams):
+        task.cancel()

@@ -1,0 +1,133 @@
+"""Plain ASGI mechanics the relay needs: reading a bounded JSON body, sending replies, and noticing
+that the caller hung up.
+
+Pure ASGI on purpose: Starlette's ``BaseHTTPMiddleware`` and ``StreamingResponse`` hide or delay
+``http.disconnect``, and a gateway must cancel its upstream the moment the caller is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+JSON_TYPES = ("application/json", "text/json", "application/x-ndjson")
+
+
+class ClientGone(Exception):
+    """The caller disconnected."""
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def headers_dict(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    length = header(scope, b"content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise GatewayError("request_too_large", f"request body is larger than {limit} bytes", 413)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        body = message.get("body", b"")
+        if body:
+            size += len(body)
+            if size > limit:
+                raise GatewayError("request_too_large", f"request body is larger than {limit} bytes", 413)
+            chunks.append(body)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _depth_ok(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return True
+
+
+def parse_json_object(scope: Scope, body: bytes, max_depth: int) -> dict[str, Any]:
+    """The request body as a JSON object, or a 4xx ``GatewayError`` that says what is wrong."""
+    content_type = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
+    if content_type and content_type not in JSON_TYPES and not content_type.endswith("+json"):
+        raise GatewayError("unsupported_media_type", f"content-type must be application/json, not {content_type!r}", 415)
+    if not body.strip():
+        raise GatewayError("invalid_request", "request body is empty: a JSON object is required", 400)
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GatewayError("invalid_request", f"request body is not valid UTF-8 (byte {exc.start})", 400) from None
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError("invalid_request", f"request body is not valid JSON: {exc}", 400) from None
+    if not isinstance(value, dict):
+        raise GatewayError("invalid_request", f"request body must be a JSON object, not {type(value).__name__}", 400)
+    if not _depth_ok(value, max_depth):
+        raise GatewayError("invalid_request", f"request body is nested deeper than {max_depth} levels", 400)
+    return value
+
+
+async def send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    payload = orjson.dumps(body)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def wait_disconnect(receive: Receive) -> None:
+    """Return when the caller hangs up (the request body has already been read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def run_until_disconnect(work: Awaitable[None], receive: Receive) -> bool:
+    """Run ``work``; cancel it the moment the caller disconnects. Returns False if it was cut short."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(wait_disconnect(receive))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            task.result()
+            return True
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
+        return False
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()

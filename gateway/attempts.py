@@ -1,0 +1,153 @@
+"""Opening the upstream: retries and fallbacks, all before the first byte reaches the caller.
+
+An attempt succeeds once the upstream answered 2xx *and* its first content-bearing events are
+decoded; only then does the caller's response start. Connect errors, timeouts to first byte,
+429, 5xx, and an in-stream error or cut before any content are retried with jittered backoff
+(honouring ``Retry-After``), then the route's fallbacks are tried in order — each may speak
+another dialect, since the request is rebuilt from the IR for every attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from gateway.demo import demo_events
+from gateway.dialects.base import BuildOptions
+from gateway.dialects.registry import codec_for
+from gateway.errors import GatewayError
+from gateway.events import BlockStart, End, Event, StreamError
+from gateway.ir import ChatRequest
+from gateway.router import Resolved, Target
+from gateway.source import EventSource, HttpEventSource, ListEventSource
+from gateway.upstream import Provider
+
+log = logging.getLogger("gateway.attempts")
+
+RETRYABLE = {"rate_limit", "overloaded", "api_error", "bad_gateway", "timeout", "truncated"}
+
+
+@dataclass(slots=True)
+class Attempt:
+    provider: str
+    upstream_model: str
+    status: int | None = None
+    error: str | None = None
+    ms: float = 0.0
+
+
+@dataclass(slots=True)
+class Opened:
+    source: EventSource
+    first: list[Event]
+    provider: Provider
+    target: Target
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+async def _first_events(source: EventSource) -> list[Event]:
+    """Read until something beyond MessageStart/Usage arrives (content, End or StreamError)."""
+    events: list[Event] = []
+    while not source.done:
+        batch = await source.next_batch()
+        events += batch
+        if any(isinstance(e, (BlockStart, End, StreamError)) for e in batch):
+            break
+    return events
+
+
+async def _attempt(provider: Provider, target: Target, req: ChatRequest) -> tuple[EventSource, list[Event]]:
+    settings = provider.settings
+    if settings.dialect == "demo":
+        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
+        return source, await source.next_batch()
+    codec = codec_for(settings.dialect)
+    options = BuildOptions(default_max_tokens=settings.default_max_tokens, dropped_betas=tuple(settings.dropped_betas))
+    call = codec.build_request(req, target.upstream_model, options)
+    response: httpx.Response | None = None
+    source = None
+    try:
+        async with asyncio.timeout(settings.first_byte_timeout):
+            try:
+                response = await provider.send(call)
+            except httpx.TimeoutException as exc:
+                raise GatewayError("timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504) from None
+            except httpx.HTTPError as exc:
+                raise GatewayError("bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502) from None
+            if response.status_code >= 400:
+                body = await response.aread()
+                err = codec.decode_error(response.status_code, body)
+                err.retry_after = _retry_after(response)
+                if response.status_code in (401, 403):
+                    # The provider refused the *gateway's* credentials: the caller's key was fine,
+                    # so a 401 would mislead it. Keep the provider's message, report a bad gateway.
+                    err = GatewayError("bad_gateway", f"upstream {provider.name} rejected the gateway's credentials: {err.message}", 502)
+                raise err
+            source = HttpEventSource(provider, response, codec)
+            first = await _first_events(source)
+    except TimeoutError:
+        if source is not None:
+            await source.aclose()
+        elif response is not None:
+            await provider.close_response(response)
+        raise GatewayError("timeout", f"upstream {provider.name} sent no first byte within {settings.first_byte_timeout:g}s", 504) from None
+    except BaseException:
+        if source is not None:
+            await source.aclose()
+        elif response is not None:
+            await provider.close_response(response)
+        raise
+    leading_error = next((e for e in first if isinstance(e, StreamError)), None)
+    if leading_error is not None and not any(isinstance(e, BlockStart) for e in first):
+        await source.aclose()
+        raise GatewayError(leading_error.kind, leading_error.message, leading_error.status, raw=leading_error.raw, origin=settings.dialect)
+    return source, first
+
+
+async def open_upstream(providers: dict[str, Provider], req: ChatRequest, resolved: Resolved) -> Opened:
+    attempts: list[Attempt] = []
+    last: GatewayError | None = None
+    for target in resolved.targets:
+        provider = providers[target.provider]
+        tries = provider.settings.max_retries + 1
+        for number in range(tries):
+            started = time.perf_counter()
+            record = Attempt(provider.name, target.upstream_model)
+            attempts.append(record)
+            try:
+                source, first = await _attempt(provider, target, req)
+            except GatewayError as err:
+                record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
+                last = err
+                if err.kind not in RETRYABLE:
+                    err.attempts = attempts  # type: ignore[attr-defined]
+                    raise
+                delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
+                if err.retry_after is not None:
+                    if err.retry_after > provider.settings.max_retry_after:
+                        break  # too long to wait: next fallback
+                    delay = max(delay, err.retry_after)
+                if number + 1 < tries:
+                    log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
+                    await asyncio.sleep(delay)
+                continue
+            record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+            return Opened(source, first, provider, target, attempts)
+    assert last is not None
+    last.attempts = attempts  # type: ignore[attr-defined]
+    raise last

@@ -1,0 +1,106 @@
+"""What one dialect codec provides. Each ``gateway/dialects/<name>/`` package exports ``CODEC``.
+
+A codec is the only place that knows its wire format. It converts, in both directions:
+
+* requests: caller JSON → ``ChatRequest`` (``parse_request``) and ``ChatRequest`` → upstream HTTP
+  call (``build_request``; the gateway always asks upstreams for a stream, see relay.py);
+* streams: upstream SSE frames → events (``stream_decoder``) and events → caller bytes
+  (``stream_encoder``);
+* whole replies: upstream JSON → events (``decode_whole``) and ``Reply`` → caller JSON
+  (``encode_whole``);
+* errors: upstream error body → ``GatewayError`` (``decode_error``) and ``GatewayError`` →
+  caller status + body (``render_error``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.errors import GatewayError
+from gateway.events import Event
+from gateway.ir import ChatRequest
+from gateway.reply import Reply
+from gateway.sse import SSEFrame
+
+
+@dataclass(slots=True)
+class RequestMeta:
+    """What the HTTP layer knows beyond the JSON body."""
+
+    path_model: str | None = None  # Gemini puts the model in the URL
+    query: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # lower-cased names
+    stream: bool | None = None  # set when the URL decides streaming (Gemini); overrides the body
+
+
+@dataclass(slots=True)
+class UpstreamCall:
+    """One HTTP request to an upstream, relative to the provider's ``base_url``.
+
+    ``path`` is appended to the base URL as the provider's own SDK would (for example
+    ``/chat/completions`` after ``https://api.openai.com/v1``). Auth headers are added by
+    upstream.py, never here.
+    """
+
+    path: str
+    body: dict[str, Any]
+    params: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    method: str = "POST"
+
+
+@dataclass(slots=True)
+class BuildOptions:
+    """Provider settings a builder may need."""
+
+    default_max_tokens: int = 8192  # for dialects that require a limit (Anthropic)
+    dropped_betas: tuple[str, ...] = ()  # anthropic-beta values not to forward
+
+
+@dataclass(slots=True)
+class EncodeContext:
+    """What an encoder needs besides the events."""
+
+    model: str  # the model name the caller sent: shown back to it
+    upstream_dialect: str  # origin of signatures in the events
+    request: ChatRequest
+
+
+class StreamDecoder(Protocol):
+    def feed(self, frame: SSEFrame) -> list[Event]:
+        """Events for one SSE frame. Unknown events/fields: log a warning, return what is known."""
+
+    def close(self) -> list[Event]:
+        """The body ended cleanly. Returns ``[]`` if ``End``/``StreamError`` was already emitted,
+        ``[End]`` where EOF is the dialect's terminator (Gemini after a finishReason), else
+        ``[StreamError("truncated", ...)]``."""
+
+
+class StreamEncoder(Protocol):
+    def encode(self, event: Event) -> bytes:
+        """Bytes for one event (may be empty). After ``End`` or ``StreamError`` the caller's stream
+        is complete: the encoder has written the dialect's terminator or error frame."""
+
+    def keepalive(self) -> bytes:
+        """Bytes that keep an idle connection open without changing the answer."""
+
+
+class Codec(Protocol):
+    name: str
+
+    def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest: ...
+
+    def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall: ...
+
+    def stream_decoder(self) -> StreamDecoder: ...
+
+    def decode_whole(self, body: dict[str, Any]) -> list[Event]: ...
+
+    def decode_error(self, status: int, body: bytes) -> GatewayError: ...
+
+    def stream_encoder(self, ctx: EncodeContext) -> StreamEncoder: ...
+
+    def encode_whole(self, reply: Reply, ctx: EncodeContext) -> dict[str, Any]: ...
+
+    def render_error(self, err: GatewayError) -> tuple[int, dict[str, Any]]: ...

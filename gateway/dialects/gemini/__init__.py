@@ -1,0 +1,54 @@
+"""The ``gemini`` dialect: Gemini API ``generateContent`` / ``streamGenerateContent?alt=sse``.
+
+Where each mapping lives: request_parse.py (caller JSON → IR), request_build.py (IR → upstream
+call), schema.py (JSON Schema → Gemini's OpenAPI subset), stream_decode.py / stream_encode.py,
+whole.py, usage.py, stop_reasons.py, errors.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.errors import GatewayError
+from gateway.events import Event
+from gateway.ir import ChatRequest
+from gateway.reply import Reply
+
+from . import errors, request_build, request_parse, whole
+from .schema import convert_for_gemini
+from .stream_decode import GeminiStreamDecoder
+from .stream_encode import GeminiStreamEncoder
+
+
+class GeminiCodec:
+    name = "gemini"
+
+    def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
+        return request_parse.parse_request(body, meta)
+
+    def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
+        return request_build.build_request(req, upstream_model, options)
+
+    def stream_decoder(self) -> GeminiStreamDecoder:
+        return GeminiStreamDecoder()
+
+    def decode_whole(self, body: dict[str, Any]) -> list[Event]:
+        return whole.decode_whole(body)
+
+    def decode_error(self, status: int, body: bytes) -> GatewayError:
+        return errors.decode_error(status, body)
+
+    def stream_encoder(self, ctx: EncodeContext) -> GeminiStreamEncoder:
+        return GeminiStreamEncoder(ctx)
+
+    def encode_whole(self, reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
+        return whole.encode_whole(reply, ctx)
+
+    def render_error(self, err: GatewayError) -> tuple[int, dict[str, Any]]:
+        return errors.render_error(err)
+
+
+CODEC = GeminiCodec()
+
+__all__ = ["CODEC", "GeminiCodec", "convert_for_gemini"]

@@ -1,0 +1,67 @@
+"""Gemini ``finishReason`` ⇄ the normalised stop reasons of ``gateway.events.End``.
+
+Gemini ends a turn that called functions with plain ``STOP``; the decoder turns that into
+``tool_use`` when a ``functionCall`` was streamed (see stream_decode.py), and the encoder sends
+``STOP`` for ``tool_use`` (what the Gemini SDK expects).
+
+``MALFORMED_FUNCTION_CALL`` (and ``UNEXPECTED_TOOL_CALL`` …) are complete, well-formed streams
+that produced no usable answer: they become ``End(reason="error")`` rather than a
+``StreamError``, so usage is still reported and a Gemini caller gets the raw reason back.
+"""
+
+from __future__ import annotations
+
+from gateway.dialects.common import warn_unknown
+
+FROM_GEMINI: dict[str, str] = {
+    "STOP": "stop",
+    "OTHER": "stop",
+    "FINISH_REASON_UNSPECIFIED": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+    "LANGUAGE": "error",
+    "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+    "TOO_MANY_TOOL_CALLS": "error",
+    "MISSING_THOUGHT_SIGNATURE": "error",
+    "NO_IMAGE": "error",
+    "IMAGE_OTHER": "error",
+}
+
+# promptFeedback.blockReason (no candidates at all): the prompt itself was refused.
+BLOCK_REASONS = frozenset({"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "BLOCK_REASON_UNSPECIFIED"})
+
+TO_GEMINI: dict[str, str] = {
+    "stop": "STOP",
+    "tool_use": "STOP",
+    "pause": "STOP",
+    "length": "MAX_TOKENS",
+    "content_filter": "SAFETY",
+    # Gemini has no refusal reason; a model refusal is closest to a safety stop.
+    "refusal": "SAFETY",
+    "error": "OTHER",
+}
+
+
+def from_gemini(raw: str, saw_function_call: bool) -> str:
+    reason = FROM_GEMINI.get(raw)
+    if reason is None:
+        warn_unknown("gemini", f"finishReason {raw}")
+        reason = "stop"
+    if reason == "stop" and saw_function_call:
+        return "tool_use"
+    return reason
+
+
+def to_gemini(reason: str, raw_reason: str | None, upstream_dialect: str) -> str:
+    """The caller-facing ``finishReason``: the upstream's own value when it was Gemini too."""
+    if raw_reason and upstream_dialect == "gemini":
+        return raw_reason
+    return TO_GEMINI.get(reason, "STOP")

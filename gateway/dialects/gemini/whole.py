@@ -1,0 +1,71 @@
+"""Whole (non-streamed) ``GenerateContentResponse`` ⇄ events / ``Reply``.
+
+Decoding reuses the stream decoder on the one body (a body is one big chunk), so there is a single
+place that reads parts, signatures, usage and finish reasons. ``streamGenerateContent`` without
+``alt=sse`` answers a JSON *array* of chunks; that is accepted too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.dialects.base import EncodeContext
+from gateway.dialects.common import arguments_object
+from gateway.events import Event, StreamError, Usage
+from gateway.reply import Reply
+from .sigs import to_caller
+
+from . import stop_reasons
+from . import usage as usage_map
+from .stream_decode import GeminiStreamDecoder
+
+
+def decode_whole(body: Any) -> list[Event]:
+    decoder = GeminiStreamDecoder(whole=True)
+    events: list[Event] = []
+    chunks = body if isinstance(body, list) else [body]
+    for chunk in chunks:
+        if isinstance(chunk, dict):
+            events.extend(decoder.feed_chunk(chunk))
+        else:
+            events.append(StreamError("bad_gateway", "gemini: response is not an object", 502))
+            return events
+        if events and isinstance(events[-1], StreamError):
+            return events
+    events.extend(decoder.close())
+    return events
+
+
+def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    sig: str | None = None
+    for block in reply.blocks:
+        part: dict[str, Any] | None = None
+        if block.kind == "text":
+            part = {"text": block.text} if block.text or sig else None
+        elif block.kind == "thinking":
+            if block.text:
+                part = {"text": block.text, "thought": True}
+        elif block.kind == "tool_call":
+            part = {"functionCall": {"id": block.id or f"call_{len(parts) + 1}", "name": block.name or "",
+                                     "args": arguments_object(block.arguments)}}
+        if part is not None and sig is not None:
+            part["thoughtSignature"] = sig
+            sig = None
+        if part is not None:
+            parts.append(part)
+        if block.kind == "thinking" and block.signature:
+            sig = to_caller(ctx.upstream_dialect, block.signature)
+    if sig is not None:
+        parts.append({"text": "", "thoughtSignature": sig})
+    if reply.end is not None:
+        reason = stop_reasons.to_gemini(reply.end.reason, reply.end.raw_reason, ctx.upstream_dialect)
+    else:
+        reason = "OTHER" if reply.error is not None else "STOP"
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "finishReason": reason, "index": 0}
+    return {
+        "candidates": [candidate],
+        "usageMetadata": usage_map.to_gemini(reply.usage or Usage()),
+        "modelVersion": ctx.model,
+        "responseId": reply.id or "",
+    }

@@ -1,0 +1,58 @@
+"""Chat ``finish_reason`` ⇄ the gateway's normalised stop reasons.
+
+Chat has four finish reasons (plus the legacy ``function_call``). A refusal is not a finish
+reason in Chat: OpenAI streams the refusal text in ``delta.refusal`` and finishes with plain
+``stop`` (see captures-public/openai-chat/refusal.sse), so ``refusal`` is encoded as ``stop``;
+``pause`` (Anthropic ``pause_turn``) and ``error`` have no Chat spelling either and become ``stop``.
+"""
+
+from __future__ import annotations
+
+from gateway.dialects.common import warn_unknown
+from gateway.events import End, StopReason
+
+DIALECT = "openai-chat"
+
+FROM_FINISH: dict[str, StopReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "content_filter",
+}
+
+TO_FINISH: dict[str, str] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_use": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "stop",
+    "pause": "stop",
+    "error": "stop",
+}
+
+FINISH_REASONS = frozenset(("stop", "length", "tool_calls", "content_filter", "function_call"))
+
+
+def from_finish(raw: str | None, *, refusal: bool = False) -> StopReason:
+    """The normalised reason for a Chat ``finish_reason``.
+
+    ``refusal`` is True when the answer streamed in ``delta.refusal``: Chat then still says ``stop``,
+    but other dialects have a refusal stop reason, so it is surfaced as one.
+    """
+    if raw is None:
+        return "stop"
+    reason = FROM_FINISH.get(raw)
+    if reason is None:
+        warn_unknown(DIALECT, f"finish_reason {raw!r}")
+        reason = "stop"
+    if refusal and reason == "stop":
+        return "refusal"
+    return reason
+
+
+def to_finish(end: End, same_dialect: bool) -> str:
+    """The ``finish_reason`` a Chat caller sees; the raw value when the upstream speaks Chat too."""
+    if same_dialect and end.raw_reason in FINISH_REASONS:
+        return end.raw_reason  # type: ignore[return-value]
+    return TO_FINISH.get(end.reason, "stop")

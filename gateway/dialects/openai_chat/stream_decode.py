@@ -1,0 +1,210 @@
+"""Chat completion chunks (upstream SSE) → events.
+
+One decoder per upstream response. Only choice 0 is translated (the gateway never asks for
+``n > 1``; other choices are ignored with a warning). Block indices are given in order of first
+appearance across text, thinking and tool blocks; switching between text and thinking, or starting
+a tool call, closes the open content block. A tool call is keyed by its OpenAI ordinal
+(``tool_calls[i].index``); a new ordinal closes the previous tool block, since OpenAI and the
+compatible servers stream calls one after another.
+
+``delta.reasoning_content`` (DeepSeek, vLLM) and ``delta.reasoning`` (OpenRouter, Ollama) become a
+thinking block; ``delta.refusal`` becomes text and turns a final ``stop`` into ``refusal``.
+Azure's leading ``prompt_filter_results`` chunk (empty id, no choices) is skipped.
+The stop reason and usage are held until ``data: [DONE]``, the only terminator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.dialects.common import new_id, warn_unknown
+from gateway.events import (
+    BlockStart,
+    BlockStop,
+    End,
+    Event,
+    MessageStart,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.sse import SSEFrame
+
+from .errors import stream_error
+from .stop_reasons import from_finish
+from .usage import from_chat
+
+DIALECT = "openai-chat"
+
+
+class ChatStreamDecoder:
+    __slots__ = (
+        "_started",
+        "_done",
+        "_next",
+        "_content_kind",
+        "_content_index",
+        "_tools",
+        "_tool_open",
+        "_closed_tools",
+        "_finish",
+        "_usage",
+        "_refusal",
+        "_warned_choice",
+    )
+
+    def __init__(self) -> None:
+        self._started = False
+        self._done = False
+        self._next = 0  # next block index
+        self._content_kind: str | None = None  # "text" | "thinking" while a content block is open
+        self._content_index = -1
+        self._tools: dict[int, int] = {}  # OpenAI tool ordinal -> block index
+        self._tool_open: int | None = None  # ordinal of the open tool block
+        self._closed_tools: set[int] = set()
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+        self._refusal = False
+        self._warned_choice = False
+
+    # -- SSE frames -------------------------------------------------------------------------
+    def feed(self, frame: SSEFrame) -> list[Event]:
+        if self._done:
+            return []
+        data = frame.data
+        if data[:6] == "[DONE]":
+            return self._finish_stream()
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self._done = True
+            return [StreamError("bad_gateway", f"upstream sent malformed JSON in a chunk: {data[:200]!r}", 502)]
+        if not isinstance(obj, dict):
+            warn_unknown(DIALECT, "non-object chunk")
+            return []
+        error = obj.get("error")
+        if error:
+            self._done = True
+            return [stream_error(error)]
+        events: list[Event] = []
+        choices = obj.get("choices")
+        if not self._started:
+            if not choices and not obj.get("id") and not isinstance(obj.get("usage"), dict):
+                return []  # Azure's prompt_filter_results preamble
+            self._started = True
+            events.append(MessageStart(obj.get("id") or new_id("chatcmpl-"), obj.get("model") or ""))
+        if choices:
+            for choice in choices:
+                if not isinstance(choice, dict):
+                    continue
+                if choice.get("index", 0) != 0:
+                    if not self._warned_choice:
+                        self._warned_choice = True
+                        warn_unknown(DIALECT, "choice index > 0 (n > 1 is not supported; only choice 0 is relayed)")
+                    continue
+                delta = choice.get("delta")
+                if delta:
+                    self._delta(delta, events)
+                finish = choice.get("finish_reason")
+                if finish:
+                    self._finish = finish
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage = from_chat(usage)
+        return events
+
+    def close(self) -> list[Event]:
+        if self._done:
+            return []
+        self._done = True
+        return [StreamError("truncated", "upstream stream ended without data: [DONE]", 502)]
+
+    # -- one choice delta -------------------------------------------------------------------
+    def _delta(self, delta: dict[str, Any], events: list[Event]) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
+            events.append(ThinkingDelta(self._content("thinking", events), reasoning))
+        content = delta.get("content")
+        if content and isinstance(content, str):
+            events.append(TextDelta(self._content("text", events), content))
+        refusal = delta.get("refusal")
+        if refusal and isinstance(refusal, str):
+            self._refusal = True
+            events.append(TextDelta(self._content("text", events), refusal))
+        tool_calls = delta.get("tool_calls")
+        if tool_calls:
+            for call in tool_calls:
+                if isinstance(call, dict):
+                    self._tool_call(call, events)
+
+    def _content(self, kind: str, events: list[Event]) -> int:
+        """The index of the open ``kind`` content block, opening one (and closing others) if needed."""
+        if self._content_kind == kind:
+            return self._content_index
+        self._close_content(events)
+        self._close_tool(events)
+        index = self._next
+        self._next += 1
+        self._content_kind, self._content_index = kind, index
+        events.append(BlockStart(index, kind))  # type: ignore[arg-type]
+        return index
+
+    def _close_content(self, events: list[Event]) -> None:
+        if self._content_kind is not None:
+            events.append(BlockStop(self._content_index))
+            self._content_kind = None
+
+    def _close_tool(self, events: list[Event]) -> None:
+        if self._tool_open is not None:
+            events.append(BlockStop(self._tools[self._tool_open]))
+            self._closed_tools.add(self._tool_open)
+            self._tool_open = None
+
+    def _tool_call(self, call: dict[str, Any], events: list[Event]) -> None:
+        function = call.get("function") or {}
+        ordinal = call.get("index")
+        if not isinstance(ordinal, int):
+            # some compatible servers omit ``index``: a new id means a new call
+            if call.get("id") or self._tool_open is None:
+                ordinal = len(self._tools)
+            else:
+                ordinal = self._tool_open
+        index = self._tools.get(ordinal)
+        if index is None:
+            self._close_content(events)
+            self._close_tool(events)
+            index = self._next
+            self._next += 1
+            self._tools[ordinal] = index
+            self._tool_open = ordinal
+            call_id = call.get("id") or new_id("call_")
+            events.append(BlockStart(index, "tool_call", id=call_id, name=function.get("name") or ""))
+        elif ordinal in self._closed_tools:
+            warn_unknown(DIALECT, "arguments for a tool call after a later one started (dropped)")
+            return
+        arguments = function.get("arguments")
+        if arguments and isinstance(arguments, str):
+            events.append(ToolArgsDelta(index, arguments))
+        elif isinstance(arguments, dict):  # a few compatible servers send an object
+            events.append(ToolArgsDelta(index, orjson.dumps(arguments).decode()))
+
+    # -- terminator -------------------------------------------------------------------------
+    def _finish_stream(self) -> list[Event]:
+        self._done = True
+        events: list[Event] = []
+        if not self._started:
+            self._started = True
+            events.append(MessageStart(new_id("chatcmpl-"), ""))
+        self._close_content(events)
+        self._close_tool(events)
+        events.append(self._usage or Usage())
+        if self._finish is None:
+            warn_unknown(DIALECT, "stream without finish_reason")
+        events.append(End(from_finish(self._finish, refusal=self._refusal), self._finish))
+        return events

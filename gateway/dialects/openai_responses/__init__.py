@@ -1,0 +1,52 @@
+"""The OpenAI Responses dialect (``POST /v1/responses``).
+
+Stateless: ``previous_response_id``, ``conversation`` and ``background`` need a response store and
+are refused with a 400; reasoning round-trips through ``encrypted_content`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.errors import GatewayError
+from gateway.events import Event
+from gateway.ir import ChatRequest
+from gateway.reply import Reply
+
+from . import errors, request_build, request_parse, whole
+from .stream_decode import ResponsesStreamDecoder
+from .stream_encode import ResponsesStreamEncoder
+
+DIALECT = "openai-responses"
+
+
+class ResponsesCodec:
+    name = DIALECT
+
+    def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
+        return request_parse.parse_request(body, meta)
+
+    def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
+        return request_build.build_request(req, upstream_model, options)
+
+    def stream_decoder(self) -> ResponsesStreamDecoder:
+        return ResponsesStreamDecoder()
+
+    def decode_whole(self, body: dict[str, Any]) -> list[Event]:
+        return whole.decode_whole(body)
+
+    def decode_error(self, status: int, body: bytes) -> GatewayError:
+        return errors.decode_error(status, body)
+
+    def stream_encoder(self, ctx: EncodeContext) -> ResponsesStreamEncoder:
+        return ResponsesStreamEncoder(ctx)
+
+    def encode_whole(self, reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
+        return whole.encode_whole(reply, ctx)
+
+    def render_error(self, err: GatewayError) -> tuple[int, dict[str, Any]]:
+        return errors.render_error(err)
+
+
+CODEC = ResponsesCodec()

@@ -1,0 +1,368 @@
+"""Responses SSE (``event: <type>`` + ``data: <json>``) -> events.
+
+Output items are tracked by ``output_index`` (and ``item_id`` for events that carry only that):
+
+* ``message`` items: each content part (``output_text`` / ``refusal``) is its own text block,
+  opened on ``content_part.added`` or its first delta;
+* ``function_call`` items: a tool_call block opened on ``output_item.added``;
+* ``reasoning`` items: a thinking block opened lazily (first summary/reasoning delta, or the
+  ``encrypted_content`` on ``output_item.done``, which is final: it changes between ``added`` and
+  ``done``), so reasoning items with nothing to show produce nothing;
+* hosted-tool items (web_search_call, …): ignored with a warning.
+
+``.done`` events carry the full text: anything beyond what the deltas said is emitted then, so an
+upstream that skips deltas still yields the whole answer. The terminator is one of
+``response.completed`` / ``.incomplete`` / ``.failed``; an ``error`` event ends the stream at once
+(the ``response.failed`` that follows it is then ignored).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.dialects.common import new_id, warn_unknown
+from gateway.events import (
+    BlockStart,
+    BlockStop,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+)
+from gateway.sse import SSEFrame
+
+from .errors import kind_for_code
+from .request_parse import NS_SEP
+from .stop_reasons import end_for_completed, end_for_incomplete
+from .usage import usage_from_responses
+
+DIALECT = "openai-responses"
+
+_IGNORED = frozenset(
+    {
+        "response.in_progress",
+        "response.queued",
+        "response.output_text.annotation.added",
+        "response.reasoning_summary_part.done",
+        "response.content_part.done",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+    }
+)
+
+
+class _Item:
+    """One output item: its kind and the block(s) it opened."""
+
+    __slots__ = ("kind", "block", "parts", "emitted", "signature", "summary_index", "sep", "closed")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.block: int | None = None  # function_call / reasoning block index
+        self.parts: dict[int, list[int]] = {}  # message: content_index -> [block index, chars emitted]
+        self.emitted = 0  # chars of arguments / thinking emitted
+        self.signature: str | None = None
+        self.summary_index = 0
+        self.sep = False  # the next thinking delta starts a new summary part
+        self.closed = False
+
+
+def tool_name(item: dict[str, Any]) -> str:
+    name = item.get("name") or ""
+    ns = item.get("namespace")
+    return f"{ns}{NS_SEP}{name}" if ns else name
+
+
+class ResponsesStreamDecoder:
+    def __init__(self) -> None:
+        self._started = False
+        self._finished = False
+        self._next_block = 0
+        self._items: dict[int, _Item] = {}
+        self._by_id: dict[str, int] = {}
+        self._saw_call = False
+
+    # ------------------------------------------------------------------ protocol
+
+    def feed(self, frame: SSEFrame) -> list[Event]:
+        if self._finished:
+            return []
+        try:
+            data = orjson.loads(frame.data)
+        except orjson.JSONDecodeError:
+            self._finished = True
+            return [StreamError("bad_gateway", f"upstream sent malformed JSON: {frame.data[:200]!r}", 502)]
+        if not isinstance(data, dict):
+            self._finished = True
+            return [StreamError("bad_gateway", "upstream sent a JSON value that is not an object", 502)]
+        kind = data.get("type") or frame.event or ""
+        out: list[Event] = []
+        if not self._started and kind not in ("error",):
+            self._start(data.get("response"), out)
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, data, out)
+        elif kind not in _IGNORED:
+            warn_unknown(DIALECT, f"stream event {kind!r}")
+        return out
+
+    def close(self) -> list[Event]:
+        if self._finished:
+            return []
+        self._finished = True
+        return [StreamError("truncated", "upstream stream ended without response.completed", 502)]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _start(self, response: Any, out: list[Event]) -> None:
+        self._started = True
+        if isinstance(response, dict):
+            out.append(MessageStart(str(response.get("id") or new_id("resp_")), str(response.get("model") or "")))
+        else:
+            out.append(MessageStart(new_id("resp_"), ""))
+
+    def _item(self, data: dict[str, Any]) -> _Item | None:
+        idx = data.get("output_index")
+        if isinstance(idx, int):
+            item = self._items.get(idx)
+            if item is not None:
+                return item
+        item_id = data.get("item_id")
+        if isinstance(item_id, str) and item_id in self._by_id:
+            return self._items.get(self._by_id[item_id])
+        return None
+
+    def _open(self, kind: str, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
+        index = self._next_block
+        self._next_block += 1
+        out.append(BlockStart(index, kind, call_id, name))  # type: ignore[arg-type]
+        return index
+
+    def _text_part(self, data: dict[str, Any], out: list[Event]) -> list[int] | None:
+        item = self._item(data)
+        if item is None:
+            idx = data.get("output_index")
+            if not isinstance(idx, int):
+                return None
+            item = self._items[idx] = _Item("message")
+        if item.kind != "message":
+            return None
+        ci = data.get("content_index") if isinstance(data.get("content_index"), int) else 0
+        part = item.parts.get(ci)
+        if part is None:
+            part = item.parts[ci] = [self._open("text", out), 0]
+        return part
+
+    def _thinking(self, item: _Item, text: str, out: list[Event]) -> None:
+        if not text:
+            return
+        if item.block is None:
+            item.block = self._open("thinking", out)
+        elif item.sep:
+            text = "\n\n" + text
+        item.sep = False
+        item.emitted += len(text)
+        out.append(ThinkingDelta(item.block, text))
+
+    def _close_all(self, out: list[Event]) -> None:
+        for item in self._items.values():
+            self._close_item(item, out)
+
+    def _close_item(self, item: _Item, out: list[Event]) -> None:
+        if item.closed:
+            return
+        item.closed = True
+        for part in item.parts.values():
+            out.append(BlockStop(part[0]))
+        if item.block is not None:
+            if item.signature:
+                out.append(SignatureDelta(item.block, item.signature))
+            out.append(BlockStop(item.block))
+
+    # ------------------------------------------------------------------ handlers
+
+    def _created(self, data: dict[str, Any], out: list[Event]) -> None:
+        return None
+
+    def _item_added(self, data: dict[str, Any], out: list[Event]) -> None:
+        idx, raw = data.get("output_index"), data.get("item")
+        if not isinstance(idx, int) or not isinstance(raw, dict):
+            warn_unknown(DIALECT, "output_item.added without output_index/item")
+            return
+        kind = raw.get("type")
+        item = _Item(kind if kind in ("message", "function_call", "reasoning") else "other")
+        self._items[idx] = item
+        if isinstance(raw.get("id"), str):
+            self._by_id[raw["id"]] = idx
+        if kind == "function_call":
+            self._saw_call = True
+            item.block = self._open("tool_call", out, str(raw.get("call_id") or raw.get("id") or new_id("call_")), tool_name(raw))
+            args = raw.get("arguments")
+            if isinstance(args, str) and args:
+                item.emitted = len(args)
+                out.append(ToolArgsDelta(item.block, args))
+        elif kind == "reasoning":
+            enc = raw.get("encrypted_content")
+            if isinstance(enc, str) and enc:
+                item.signature = enc
+        elif kind != "message":
+            warn_unknown(DIALECT, f"output item {kind!r} (hosted tool: not translated)")
+
+    def _part_added(self, data: dict[str, Any], out: list[Event]) -> None:
+        part = data.get("part")
+        if isinstance(part, dict) and part.get("type") not in ("output_text", "refusal"):
+            warn_unknown(DIALECT, f"content part {part.get('type')!r}")
+            return
+        p = self._text_part(data, out)
+        text = part.get("text") if isinstance(part, dict) else None
+        if p is not None and isinstance(text, str) and text:
+            p[1] += len(text)
+            out.append(TextDelta(p[0], text))
+
+    def _text_delta(self, data: dict[str, Any], out: list[Event]) -> None:
+        delta = data.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return
+        p = self._text_part(data, out)
+        if p is not None:
+            p[1] += len(delta)
+            out.append(TextDelta(p[0], delta))
+
+    def _text_done(self, data: dict[str, Any], out: list[Event]) -> None:
+        text = data.get("text")
+        if not isinstance(text, str):
+            text = data.get("refusal")
+        if not isinstance(text, str):
+            return
+        p = self._text_part(data, out)
+        if p is not None and len(text) > p[1]:
+            out.append(TextDelta(p[0], text[p[1]:]))
+            p[1] = len(text)
+
+    def _args_delta(self, data: dict[str, Any], out: list[Event]) -> None:
+        item = self._item(data)
+        delta = data.get("delta")
+        if item is None or item.block is None or item.kind != "function_call" or not isinstance(delta, str) or not delta:
+            return
+        item.emitted += len(delta)
+        out.append(ToolArgsDelta(item.block, delta))
+
+    def _args_done(self, data: dict[str, Any], out: list[Event]) -> None:
+        item = self._item(data)
+        args = data.get("arguments")
+        if item is not None and item.block is not None and item.kind == "function_call" and isinstance(args, str) and len(args) > item.emitted:
+            out.append(ToolArgsDelta(item.block, args[item.emitted:]))
+            item.emitted = len(args)
+
+    def _summary_part_added(self, data: dict[str, Any], out: list[Event]) -> None:
+        item = self._item(data)
+        if item is not None and item.kind == "reasoning" and item.emitted:
+            item.sep = True
+
+    def _reasoning_delta(self, data: dict[str, Any], out: list[Event]) -> None:
+        item = self._item(data)
+        delta = data.get("delta")
+        if item is not None and item.kind == "reasoning" and isinstance(delta, str):
+            self._thinking(item, delta, out)
+
+    def _item_done(self, data: dict[str, Any], out: list[Event]) -> None:
+        idx, raw = data.get("output_index"), data.get("item")
+        if not isinstance(raw, dict):
+            return
+        item = self._items.get(idx) if isinstance(idx, int) else None
+        if item is None:  # done without added: treat it as both
+            self._item_added(data, out)
+            item = self._items.get(idx) if isinstance(idx, int) else None
+            if item is None:
+                return
+        kind = item.kind
+        if kind == "message" and not item.parts:
+            for ci, part in enumerate(raw.get("content") or []):
+                if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
+                    text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+                    if isinstance(text, str) and text:
+                        self._text_done({"output_index": idx, "content_index": ci, "text": text}, out)
+        elif kind == "function_call":
+            self._args_done({"output_index": idx, "arguments": raw.get("arguments")}, out)
+        elif kind == "reasoning":
+            enc = raw.get("encrypted_content")
+            if isinstance(enc, str) and enc:
+                item.signature = enc
+            if not item.emitted:
+                texts = [s.get("text") for s in raw.get("summary") or [] if isinstance(s, dict)]
+                if not any(texts):
+                    texts = [c.get("text") for c in raw.get("content") or [] if isinstance(c, dict)]
+                self._thinking(item, "\n\n".join(t for t in texts if isinstance(t, str) and t), out)
+            if item.block is None and item.signature:
+                item.block = self._open("thinking", out)
+        self._close_item(item, out)
+
+    def _completed(self, data: dict[str, Any], out: list[Event]) -> None:
+        self._finish(data, out)
+        out.append(end_for_completed(self._saw_call))
+
+    def _incomplete(self, data: dict[str, Any], out: list[Event]) -> None:
+        self._finish(data, out)
+        response = data.get("response") if isinstance(data.get("response"), dict) else {}
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        out.append(end_for_incomplete(reason if isinstance(reason, str) else None))
+
+    def _finish(self, data: dict[str, Any], out: list[Event]) -> None:
+        self._finished = True
+        self._close_all(out)
+        response = data.get("response")
+        usage = usage_from_responses(response.get("usage")) if isinstance(response, dict) else None
+        if usage is not None:
+            out.append(usage)
+
+    def _failed(self, data: dict[str, Any], out: list[Event]) -> None:
+        self._finished = True
+        response = data.get("response") if isinstance(data.get("response"), dict) else {}
+        err = response.get("error") if isinstance(response.get("error"), dict) else {}
+        code = err.get("code") if isinstance(err.get("code"), str) else None
+        kind, status = kind_for_code(code)
+        out.append(StreamError(kind, str(err.get("message") or "the response failed"), status, code or "server_error"))
+
+    def _error(self, data: dict[str, Any], out: list[Event]) -> None:
+        if not self._started:
+            self._start(None, out)
+        self._finished = True
+        err = data.get("error") if isinstance(data.get("error"), dict) else data
+        code = err.get("code") if isinstance(err.get("code"), str) else None
+        typ = err.get("type") if isinstance(err.get("type"), str) and err.get("type") != "error" else None
+        raw = code or typ
+        kind, status = kind_for_code(raw)
+        out.append(StreamError(kind, str(err.get("message") or "upstream stream error"), status, raw or "server_error"))
+
+
+_HANDLERS = {
+    "response.created": ResponsesStreamDecoder._created,
+    "response.output_item.added": ResponsesStreamDecoder._item_added,
+    "response.content_part.added": ResponsesStreamDecoder._part_added,
+    "response.output_text.delta": ResponsesStreamDecoder._text_delta,
+    "response.refusal.delta": ResponsesStreamDecoder._text_delta,
+    "response.output_text.done": ResponsesStreamDecoder._text_done,
+    "response.refusal.done": ResponsesStreamDecoder._text_done,
+    "response.function_call_arguments.delta": ResponsesStreamDecoder._args_delta,
+    "response.function_call_arguments.done": ResponsesStreamDecoder._args_done,
+    "response.reasoning_summary_part.added": ResponsesStreamDecoder._summary_part_added,
+    "response.reasoning_summary_text.delta": ResponsesStreamDecoder._reasoning_delta,
+    "response.reasoning_text.delta": ResponsesStreamDecoder._reasoning_delta,
+    "response.reasoning_summary_text.done": lambda self, data, out: None,
+    "response.reasoning_text.done": lambda self, data, out: None,
+    "response.output_item.done": ResponsesStreamDecoder._item_done,
+    "response.completed": ResponsesStreamDecoder._completed,
+    "response.incomplete": ResponsesStreamDecoder._incomplete,
+    "response.failed": ResponsesStreamDecoder._failed,
+    "error": ResponsesStreamDecoder._error,
+}

@@ -1,0 +1,185 @@
+"""Whole Responses objects: upstream JSON -> events, and ``Reply`` -> the caller's response object.
+
+``response_object`` is also what the stream encoder puts in ``response.created`` /
+``.completed`` / …, so streaming and non-streaming callers see the same object.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gateway import signatures
+from gateway.dialects.base import EncodeContext
+from gateway.dialects.common import new_id
+from gateway.events import End, Event, StreamError
+from gateway.ir import ChatRequest
+from gateway.reply import Reply, ReplyBlock, unfold
+
+from .errors import error_type_code, kind_for_code
+from .stop_reasons import end_for_completed, end_for_incomplete, terminal_for_end
+from .stream_decode import tool_name
+from .usage import usage_from_responses, usage_to_responses
+
+DIALECT = "openai-responses"
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def decode_whole(body: dict[str, Any]) -> list[Event]:
+    err = body.get("error")
+    if body.get("status") == "failed" or (isinstance(err, dict) and not body.get("output")):
+        e = err if isinstance(err, dict) else {}
+        code = e.get("code") if isinstance(e.get("code"), str) else e.get("type") if isinstance(e.get("type"), str) else None
+        kind, status = kind_for_code(code)
+        return [StreamError(kind, str(e.get("message") or "the response failed"), status, code or "server_error")]
+    reply = Reply(id=str(body.get("id") or new_id("resp_")), model=str(body.get("model") or ""))
+    saw_call = False
+    for item in body.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict):
+                    text = part.get("text") if part.get("type") == "output_text" else part.get("refusal") if part.get("type") == "refusal" else None
+                    if isinstance(text, str):
+                        reply.blocks.append(ReplyBlock("text", text))
+        elif kind == "function_call":
+            saw_call = True
+            args = item.get("arguments") if isinstance(item.get("arguments"), str) else ""
+            reply.blocks.append(ReplyBlock("tool_call", args, id=str(item.get("call_id") or item.get("id") or ""), name=tool_name(item)))
+        elif kind == "reasoning":
+            texts = [s.get("text") for s in item.get("summary") or [] if isinstance(s, dict)]
+            if not any(texts):
+                texts = [c.get("text") for c in item.get("content") or [] if isinstance(c, dict)]
+            text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
+            enc = item.get("encrypted_content") if isinstance(item.get("encrypted_content"), str) else None
+            if text or enc:
+                reply.blocks.append(ReplyBlock("thinking", text, signature=enc or None))
+    usage = usage_from_responses(body.get("usage"))
+    if usage is not None:
+        reply.usage = usage
+    if body.get("status") == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        reply.end = end_for_incomplete(reason if isinstance(reason, str) else None)
+    else:
+        reply.end = end_for_completed(saw_call)
+    events = unfold(reply)
+    if usage is None:
+        events = [e for e in events if e is not reply.usage]
+    return events
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _tools_echo(req: ChatRequest) -> list[dict[str, Any]]:
+    out = []
+    for t in req.tools:
+        tool: dict[str, Any] = {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": t.strict if t.strict is not None else False}
+        out.append(tool)
+    return out
+
+
+def _tool_choice_echo(req: ChatRequest) -> Any:
+    c = req.tool_choice
+    if c is None:
+        return "auto"
+    if c.mode == "tool" and c.name:
+        return {"type": "function", "name": c.name}
+    return c.mode
+
+
+def response_object(ctx: EncodeContext, resp_id: str, created_at: int, status: str) -> dict[str, Any]:
+    """A Responses ``response`` object with the fields the SDK's ``Response`` model requires."""
+    req = ctx.request
+    t = req.thinking
+    extras = req.extras.get(DIALECT, {})
+    return {
+        "id": resp_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": req.max_tokens,
+        "model": ctx.model,
+        "output": [],
+        "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
+        "previous_response_id": None,
+        "reasoning": {"effort": t.effort if t else None, "summary": extras.get("reasoning_summary")},
+        "store": False,
+        "temperature": req.temperature if req.temperature is not None else 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": _tool_choice_echo(req),
+        "tools": _tools_echo(req),
+        "top_p": req.top_p if req.top_p is not None else 1.0,
+        "truncation": "disabled",
+        "usage": None,
+        "user": req.user,
+        "metadata": req.metadata or {},
+    }
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    }
+
+
+def call_item(item_id: str, call_id: str, name: str, arguments: str, namespaces: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+    item: dict[str, Any] = {"id": item_id, "type": "function_call", "status": status, "arguments": arguments, "call_id": call_id, "name": name}
+    ns = namespaces.get(name)
+    if ns:
+        item["name"], item["namespace"] = ns["name"], ns["namespace"]
+    return item
+
+
+def reasoning_item(item_id: str, text: str, signature: str | None) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}] if text else []}
+    if signature:
+        item["encrypted_content"] = signature
+    return item
+
+
+def finish_object(obj: dict[str, Any], output: list[dict[str, Any]], reply_end: Any, error: StreamError | None, usage: Any, upstream_dialect: str) -> None:
+    """Fill the terminal fields: status, output, usage, incomplete_details or error."""
+    obj["output"] = output
+    if error is not None:
+        typ, code = error_type_code(error.kind, error.raw, upstream_dialect)
+        obj["status"] = "failed"
+        obj["error"] = {"code": code or typ, "message": error.message}
+        return
+    status, reason = terminal_for_end(reply_end, upstream_dialect)
+    obj["status"] = status
+    obj["usage"] = usage_to_responses(usage)
+    if reason is not None:
+        obj["incomplete_details"] = {"reason": reason}
+    else:
+        obj["completed_at"] = int(time.time())
+
+
+def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
+    obj = response_object(ctx, reply.id if reply.id.startswith("resp_") else new_id("resp_"), int(time.time()), "completed")
+    namespaces = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
+    output: list[dict[str, Any]] = []
+    for block in reply.blocks:
+        if block.kind == "text":
+            output.append(message_item(new_id("msg_"), block.text))
+        elif block.kind == "tool_call":
+            output.append(call_item(new_id("fc_"), block.id or new_id("call_"), block.name or "", block.arguments, namespaces))
+        elif block.kind == "thinking":
+            sig = signatures.for_caller(DIALECT, ctx.upstream_dialect, block.signature) if block.signature else None
+            if block.text or sig:
+                output.append(reasoning_item(new_id("rs_"), block.text, sig))
+    finish_object(obj, output, reply.end or End("stop"), reply.error, reply.usage, ctx.upstream_dialect)
+    return obj

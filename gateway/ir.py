@@ -1,0 +1,132 @@
+"""The request IR: one dialect-neutral chat request that every parser produces and every builder reads.
+
+Parsing happens once per request, so plain dataclasses with defaults are fine here; the per-chunk
+hot path never touches these types.
+
+Conventions:
+
+* ``ChatRequest.system`` is the leading system prompt (a list of text pieces, joined with blank
+  lines by dialects that take one string). A ``Message`` with role ``"system"`` inside
+  ``messages`` is a system turn at that position (Claude Code sends those); builders fold it into
+  whatever their dialect allows.
+* Tool call arguments are kept as JSON text (``ToolCallPart.arguments``), exactly as streamed.
+* ``ThinkingPart.signature`` is the raw provider signature and ``origin`` names the dialect that
+  made it (see ``gateway.signatures``); a builder sends it only to a provider of that dialect.
+* ``extras`` holds request fields the IR has no slot for, keyed by the dialect that understands
+  them. A builder of the same dialect passes them through; others drop them (with a log warning
+  made by the parser).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(slots=True)
+class TextPart:
+    text: str
+    cache_control: dict[str, Any] | None = None  # Anthropic prompt caching; others drop it
+
+
+@dataclass(slots=True)
+class ImagePart:
+    """An image as base64 ``data`` with ``media_type``, or as a ``url`` (http(s) or data: URL)."""
+
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+
+@dataclass(slots=True)
+class FilePart:
+    """A non-image file (PDF, audio …) as base64 ``data`` or a ``url``/file URI."""
+
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    filename: str | None = None
+
+
+@dataclass(slots=True)
+class ToolCallPart:
+    id: str
+    name: str
+    arguments: str = "{}"  # JSON text of an object
+
+
+@dataclass(slots=True)
+class ToolResultPart:
+    tool_call_id: str
+    content: list[TextPart | ImagePart | FilePart] = field(default_factory=list)
+    is_error: bool = False
+    name: str | None = None  # the called tool's name, when the dialect says (Gemini needs it)
+
+
+@dataclass(slots=True)
+class ThinkingPart:
+    text: str = ""
+    signature: str | None = None
+    origin: str | None = None  # dialect that produced ``signature``
+    redacted_data: str | None = None  # Anthropic redacted_thinking payload (opaque)
+
+
+Part = Union[TextPart, ImagePart, FilePart, ToolCallPart, ToolResultPart, ThinkingPart]
+
+
+@dataclass(slots=True)
+class Message:
+    role: Role
+    content: list[Part] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None
+
+
+@dataclass(slots=True)
+class ToolChoice:
+    mode: Literal["auto", "none", "required", "tool"] = "auto"
+    name: str | None = None  # for mode "tool"
+    allowed: list[str] | None = None  # Gemini allowedFunctionNames with ANY / AUTO
+
+
+@dataclass(slots=True)
+class Thinking:
+    """What the caller asked of reasoning. ``None`` fields: not said; the upstream default holds."""
+
+    enabled: bool | None = None
+    budget_tokens: int | None = None
+    effort: str | None = None  # minimal | low | medium | high | xhigh
+    include_thoughts: bool | None = None  # whether thought text/summaries should be returned
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    model: str
+    messages: list[Message] = field(default_factory=list)
+    system: list[TextPart] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+    include_usage: bool = False  # OpenAI chat stream_options.include_usage
+    user: str | None = None
+    metadata: dict[str, Any] | None = None
+    thinking: Thinking | None = None
+    response_format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}} or {"type": "json"}
+    store: bool | None = None
+    extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dialect: str = ""  # the caller's dialect
+    headers: dict[str, str] = field(default_factory=dict)  # provider headers worth forwarding (anthropic-beta …)

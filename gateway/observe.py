@@ -1,0 +1,130 @@
+"""Access log and Prometheus metrics: one record per request, written off the hot path.
+
+The relay fills an ``AccessRecord`` as the request goes; ``finish`` turns it into one JSON log line
+(handed to a background thread by a ``QueueHandler``) and metric updates.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import queue
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+access_log = logging.getLogger("gateway.access")
+
+
+@dataclass(slots=True)
+class AccessRecord:
+    request_id: str
+    dialect: str
+    path: str
+    started: float = field(default_factory=time.perf_counter)
+    route: str | None = None
+    provider: str | None = None
+    upstream_dialect: str | None = None
+    upstream_model: str | None = None
+    model: str | None = None
+    stream: bool | None = None
+    status: int = 200
+    ttfb_ms: float | None = None
+    duration_ms: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    stop_reason: str | None = None
+    raw_stop_reason: str | None = None
+    error_kind: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    def first_byte(self) -> None:
+        if self.ttfb_ms is None:
+            self.ttfb_ms = round((time.perf_counter() - self.started) * 1000, 2)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("gateway_requests", "Requests by caller dialect, provider and status", ["dialect", "provider", "status"], registry=r)
+        self.active_streams = Gauge("gateway_active_streams", "Streams being relayed now", registry=r)
+        self.upstream_open = Gauge("gateway_upstream_open_connections", "Upstream responses open now", registry=r)
+        self.ttfb = Histogram(
+            "gateway_time_to_first_byte_seconds", "Time to first byte sent to the caller", ["dialect", "provider"], registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
+        self.duration = Histogram(
+            "gateway_request_duration_seconds", "Whole request duration", ["dialect", "provider"], registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+        )
+        self.tokens = Counter("gateway_tokens", "Tokens by provider and kind", ["provider", "kind"], registry=r)
+        self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures by provider and kind", ["provider", "kind"], registry=r)
+        self.retries = Counter("gateway_retries", "Upstream attempts beyond the first", ["provider"], registry=r)
+        self.fallbacks = Counter("gateway_fallbacks", "Requests answered by a fallback provider", ["provider"], registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class Observer:
+    """Owns the metrics and the background access-log writer."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.metrics = Metrics()
+        self.enabled = enabled
+        self._listener: logging.handlers.QueueListener | None = None
+        if enabled and not access_log.handlers:
+            q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+            stream = logging.StreamHandler(sys.stdout)
+            stream.setFormatter(logging.Formatter("%(message)s"))
+            self._listener = logging.handlers.QueueListener(q, stream)
+            self._listener.start()
+            access_log.addHandler(logging.handlers.QueueHandler(q))
+            access_log.setLevel(logging.INFO)
+            access_log.propagate = False
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+
+    def finish(self, record: AccessRecord) -> None:
+        record.duration_ms = round((time.perf_counter() - record.started) * 1000, 2)
+        m = self.metrics
+        provider = record.provider or ""
+        m.requests.labels(record.dialect, provider, str(record.status)).inc()
+        m.duration.labels(record.dialect, provider).observe(record.duration_ms / 1000)
+        if record.ttfb_ms is not None:
+            m.ttfb.labels(record.dialect, provider).observe(record.ttfb_ms / 1000)
+        for kind, value in (
+            ("input", record.input_tokens),
+            ("output", record.output_tokens),
+            ("cache_read", record.cache_read_tokens),
+            ("cache_write", record.cache_write_tokens),
+            ("reasoning", record.reasoning_tokens),
+        ):
+            if value:
+                m.tokens.labels(provider, kind).inc(value)
+        for attempt in record.attempts:
+            if attempt.get("error"):
+                m.upstream_errors.labels(attempt["provider"], attempt["error"]).inc()
+        if len(record.attempts) > 1:
+            first = record.attempts[0]["provider"]
+            for attempt in record.attempts[1:]:
+                if attempt["provider"] == first:
+                    m.retries.labels(attempt["provider"]).inc()
+            if record.provider and record.provider != first and record.status < 400:
+                m.fallbacks.labels(record.provider).inc()
+        if self.enabled:
+            line = asdict(record)
+            line.pop("started")
+            line["ts"] = time.time()
+            access_log.info(orjson.dumps(line).decode())

@@ -1,0 +1,273 @@
+"""The pipeline for one model request, from the caller's bytes to the caller's bytes.
+
+parse (caller codec) → route → open upstream (attempts.py: retries, fallbacks) → relay events:
+streamed through the caller's ``StreamEncoder`` with keepalives and an idle timeout, or folded
+into a ``Reply`` for a whole answer. The caller hanging up cancels everything at once
+(``asgi.run_until_disconnect``), which closes the upstream connection in ``finally`` blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
+from gateway.attempts import Opened, open_upstream
+from gateway.dialects.base import Codec, EncodeContext, RequestMeta
+from gateway.dialects.registry import codec_for
+from gateway.errors import GatewayError
+from gateway.events import End, Event, StreamError, Usage
+from gateway.ir import ChatRequest
+from gateway.observe import AccessRecord
+from gateway.reply import ReplyBuilder
+
+if TYPE_CHECKING:
+    from gateway.app import GatewayState
+
+log = logging.getLogger("gateway.relay")
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def caller_key(scope: Scope, query: dict[str, str]) -> str | None:
+    """The key the caller presented, in whichever header its dialect uses."""
+    auth = header(scope, b"authorization")
+    if auth and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return header(scope, b"x-api-key") or header(scope, b"x-goog-api-key") or query.get("key")
+
+
+def check_auth(keys: list[str], scope: Scope, query: dict[str, str]) -> None:
+    if not keys:
+        return
+    presented = caller_key(scope, query)
+    if presented is None:
+        raise GatewayError("authentication", "missing API key: send the gateway key in your SDK's usual header", 401)
+    presented_b = presented.encode()
+    ok = False
+    for key in keys:  # constant time per key, and every key is compared
+        ok |= hmac.compare_digest(presented_b, key.encode())
+    if not ok:
+        raise GatewayError("authentication", "invalid API key", 401)
+
+
+class KeepaliveWriter:
+    """Sends body chunks; while the upstream is silent, sends the encoder's keepalive bytes.
+
+    One timer per stream checks the time since the last write; no task per chunk.
+    """
+
+    def __init__(self, send: Send, keepalive: bytes, interval: float) -> None:
+        self._send = send
+        self._keepalive = keepalive
+        self._interval = interval
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self._pending: asyncio.Task[None] | None = None
+        self._busy = False
+        self._handle = self._loop.call_later(interval, self._tick) if keepalive and interval > 0 else None
+
+    def _tick(self) -> None:
+        now = self._loop.time()
+        if not self._busy and self._pending is None and now - self._last >= self._interval:
+            self._pending = self._loop.create_task(self._write_keepalive())
+        self._handle = self._loop.call_later(self._interval, self._tick)
+
+    async def _write_keepalive(self) -> None:
+        try:
+            await self._send({"type": "http.response.body", "body": self._keepalive, "more_body": True})
+            self._last = self._loop.time()
+        except Exception:  # the caller is gone: the disconnect watcher will cancel us
+            pass
+        finally:
+            self._pending = None
+
+    async def write(self, body: bytes, more: bool = True) -> None:
+        if self._pending is not None:
+            await self._pending
+        self._busy = True
+        try:
+            await self._send({"type": "http.response.body", "body": body, "more_body": more})
+        finally:
+            self._busy = False
+        self._last = self._loop.time()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._pending is not None:
+            self._pending.cancel()
+
+
+def _note_usage(record: AccessRecord, event: Event) -> None:
+    if isinstance(event, Usage):
+        record.input_tokens, record.output_tokens = event.input, event.output
+        record.cache_read_tokens, record.cache_write_tokens, record.reasoning_tokens = event.cache_read, event.cache_write, event.reasoning
+    elif isinstance(event, End):
+        record.stop_reason, record.raw_stop_reason = event.reason, event.raw_reason
+    elif isinstance(event, StreamError):
+        record.error_kind = event.kind
+
+
+class Relay:
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+
+    async def serve(self, dialect: str, scope: Scope, receive: Receive, send: Send, meta: RequestMeta) -> None:
+        state = self.state
+        request_id = header(scope, b"x-request-id") or "req_" + secrets.token_hex(12)
+        extra_headers = [(b"x-request-id", request_id.encode())]
+        record = AccessRecord(request_id, dialect, scope["path"])
+        codec = codec_for(dialect)
+        try:
+            try:
+                check_auth(state.keys, scope, meta.query)
+                body = await read_body(scope, receive, state.settings.server.max_body_bytes)
+                obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
+                req = codec.parse_request(obj, meta)
+                req.dialect = dialect
+                if meta.stream is not None:
+                    req.stream = meta.stream
+                self._check_limits(req)
+                resolved = state.router.resolve(req.model)
+            except ClientGone:
+                record.status, record.error_kind = 499, "client_gone"
+                return
+            except GatewayError as err:
+                await self._send_error(codec, err, send, record, extra_headers)
+                return
+            record.model, record.stream, record.route = req.model, req.stream, resolved.route
+            work = self._relay(codec, req, resolved, send, record, extra_headers)
+            finished = await run_until_disconnect(work, receive)
+            if not finished:
+                record.status, record.error_kind = 499, record.error_kind or "client_gone"
+        finally:
+            state.observer.finish(record)
+
+    def _check_limits(self, req: ChatRequest) -> None:
+        limit = self.state.settings.server.max_tokens_limit
+        if req.max_tokens is not None and (req.max_tokens < 1 or req.max_tokens > limit):
+            raise GatewayError("invalid_request", f"max_tokens must be between 1 and {limit}, got {req.max_tokens}", 400, param="max_tokens")
+
+    async def _send_error(self, codec: Codec, err: GatewayError, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
+        status, body = codec.render_error(err)
+        record.status, record.error_kind = status, err.kind
+        record.first_byte()
+        await send_json(send, status, body, headers)
+
+    async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
+        try:
+            opened = await open_upstream(self.state.providers, req, resolved)
+        except GatewayError as err:
+            record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
+            await self._send_error(codec, err, send, record, headers)
+            return
+        record.attempts = [_attempt_dict(a) for a in opened.attempts]
+        record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
+        ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
+        try:
+            if req.stream:
+                await self._stream(codec, ctx, opened, send, record, headers)
+            else:
+                await self._whole(codec, ctx, opened, send, record, headers)
+        finally:
+            await opened.source.aclose()
+
+    async def _stream(self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
+        state = self.state
+        encoder = codec.stream_encoder(ctx)
+        source = opened.source
+        idle = opened.provider.settings.idle_timeout
+        metrics = state.observer.metrics
+        metrics.active_streams.inc()
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
+        writer = KeepaliveWriter(send, encoder.keepalive(), state.settings.server.keepalive_seconds)
+        task = asyncio.current_task()
+        state.live_streams.add(task)
+        try:
+            batch = opened.first
+            loop = asyncio.get_running_loop()
+            encode = encoder.encode
+            async with asyncio.timeout(None) as deadline:
+                while True:
+                    out = b"".join([encode(e) for e in batch])
+                    finished = False
+                    for event in batch:
+                        if type(event) in (Usage, End, StreamError):
+                            _note_usage(record, event)
+                            finished = finished or type(event) is not Usage
+                    if out:
+                        record.first_byte()
+                        await writer.write(out)
+                    if finished:
+                        break
+                    if source.done:  # defensive: a source must end with End/StreamError
+                        await writer.write(encode(StreamError("truncated", "upstream stream ended without its terminator", 502)))
+                        break
+                    # The idle timeout covers the upstream read only, never a slow caller's write.
+                    deadline.reschedule(loop.time() + idle)
+                    batch = await source.next_batch()
+                    deadline.reschedule(None)
+            await writer.write(b"", more=False)
+        except TimeoutError:
+            # the deadline cancelled the upstream read: the upstream went silent
+            err = StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)
+            _note_usage(record, err)
+            await writer.write(encoder.encode(err))
+            await writer.write(b"", more=False)
+        except asyncio.CancelledError:
+            if not state.shutting_down or task is None:
+                raise
+            # graceful shutdown ran out of time: end the stream in-dialect instead of cutting it
+            task.uncancel()
+            err = StreamError("overloaded", "the gateway is shutting down; retry the request", 503)
+            _note_usage(record, err)
+            await writer.write(encoder.encode(err))
+            await writer.write(b"", more=False)
+        finally:
+            writer.stop()
+            state.live_streams.discard(task)
+            metrics.active_streams.dec()
+        if record.error_kind:
+            record.status = 200  # the HTTP status was 200; the failure is in error_kind
+
+    async def _whole(self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
+        builder = ReplyBuilder()
+        source = opened.source
+        idle = opened.provider.settings.idle_timeout
+        batch = opened.first
+        while True:
+            for event in batch:
+                builder.add(event)
+                _note_usage(record, event)
+            reply = builder.reply
+            if reply.end is not None or reply.error is not None or source.done:
+                break
+            try:
+                async with asyncio.timeout(idle):
+                    batch = await source.next_batch()
+            except TimeoutError:
+                batch = [StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)]
+        reply = builder.reply
+        if reply.error is None and reply.end is None:
+            reply.error = StreamError("truncated", "upstream stream ended without its terminator", 502)
+        if reply.error is not None:
+            e = reply.error
+            err = GatewayError(e.kind, e.message, e.status, raw=e.raw, origin=ctx.upstream_dialect)
+            await self._send_error(codec, err, send, record, headers)
+            return
+        body = codec.encode_whole(reply, ctx)
+        record.first_byte()
+        await send_json(send, 200, body, headers)
+
+
+def _attempt_dict(attempt: Any) -> dict[str, Any]:
+    return {"provider": attempt.provider, "upstream_model": attempt.upstream_model, "status": attempt.status, "error": attempt.error, "ms": round(attempt.ms, 2)}

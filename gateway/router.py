@@ -1,0 +1,65 @@
+"""Model name → where to send it: the provider, the upstream model name, and the fallbacks.
+
+Resolution order: an exact route name; then glob routes (``claude-*``, ``*``) in file order;
+then ``provider/upstream-model`` addressing. Anything else is unknown (404 in the caller's dialect).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from gateway.errors import GatewayError
+from gateway.settings import RouteSettings, Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    provider: str
+    upstream_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    route: str  # the route that matched (its model pattern), or "provider/model"
+    targets: tuple[Target, ...]  # first is the primary, the rest are fallbacks in order
+
+
+class Router:
+    def __init__(self, settings: Settings) -> None:
+        self._providers = {p.name for p in settings.providers}
+        self._exact: dict[str, RouteSettings] = {}
+        self._globs: list[RouteSettings] = []
+        for route in settings.routes:
+            if any(ch in route.model for ch in "*?["):
+                self._globs.append(route)
+            else:
+                self._exact.setdefault(route.model, route)
+        self._cache: dict[str, Resolved] = {}
+
+    def resolve(self, model: str) -> Resolved:
+        cached = self._cache.get(model)
+        if cached is not None:
+            return cached
+        resolved = self._resolve(model)
+        if len(self._cache) < 4096:
+            self._cache[model] = resolved
+        return resolved
+
+    def _resolve(self, model: str) -> Resolved:
+        route = self._exact.get(model)
+        if route is None:
+            route = next((r for r in self._globs if fnmatchcase(model, r.model)), None)
+        if route is not None:
+            primary = Target(route.provider, route.upstream_model or model)
+            fallbacks = tuple(self._fallback(f, model) for f in route.fallbacks)
+            return Resolved(route.model, (primary, *fallbacks))
+        provider, sep, upstream = model.partition("/")
+        if sep and provider in self._providers and upstream:
+            return Resolved(model, (Target(provider, upstream),))
+        raise GatewayError("not_found", f"model {model!r} is not configured on this gateway", 404, param="model")
+
+    @staticmethod
+    def _fallback(spec: str, model: str) -> Target:
+        provider, _, upstream = spec.partition(":")
+        return Target(provider, upstream or model)

@@ -1,0 +1,165 @@
+"""Configuration: the TOML file of CONTRACT.md, validated by pydantic-settings, overridable by env.
+
+Precedence, highest first: ``GATEWAY_*`` environment variables (``__`` nests: ``GATEWAY_SERVER__PORT``),
+then the TOML file, then the defaults below. Without a file the embedded default runs: the ``demo``
+provider plus a real provider for each of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+``GEMINI_API_KEY`` present in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "demo"]
+
+
+class ServerSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    allow_open: bool = False  # serve on a non-loopback address without caller keys
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_json_depth: int = 64
+    max_tokens_limit: int = 1_000_000  # larger max_tokens values are refused as absurd
+    keepalive_seconds: float = 15.0  # idle gap before a keepalive is sent to the caller
+    shutdown_grace_seconds: float = 30.0
+    access_log: bool = True
+
+
+class AuthSettings(BaseModel):
+    keys_env: str = "GATEWAY_KEYS"
+    keys: list[SecretStr] = Field(default_factory=list)
+
+    def resolved_keys(self) -> list[str]:
+        keys = [k.get_secret_value() for k in self.keys if k.get_secret_value()]
+        env = os.environ.get(self.keys_env, "") if self.keys_env else ""
+        keys += [k.strip() for k in env.split(",") if k.strip()]
+        return keys
+
+
+class ProviderSettings(BaseModel):
+    name: str
+    dialect: Dialect
+    base_url: str = ""
+    api_key_env: str | None = None
+    api_key: SecretStr | None = None
+    connect_timeout: float = 10.0
+    first_byte_timeout: float = 600.0  # long reasoning runs may think for minutes before a byte
+    idle_timeout: float = 300.0  # gap between upstream events (pings count as life)
+    max_retries: int = 2  # before the first byte only
+    retry_backoff: float = 0.5  # base seconds; jittered, doubled per attempt
+    max_retry_after: float = 30.0  # a longer Retry-After moves on to the next fallback
+    max_connections: int = 1000
+    default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
+    dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
+    headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
+
+    @field_validator("name")
+    @classmethod
+    def _name_has_no_slash(cls, value: str) -> str:
+        if not value or "/" in value or ":" in value:
+            raise ValueError("provider name must be non-empty and contain no '/' or ':'")
+        return value
+
+    def key(self) -> str | None:
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env) or None
+        return None
+
+
+class RouteSettings(BaseModel):
+    model: str  # exact name or a glob (claude-*, *)
+    provider: str
+    upstream_model: str | None = None  # default: the name the caller sent
+    fallbacks: list[str] = Field(default_factory=list)  # "provider:model" or "provider"
+
+
+class StoreSettings(BaseModel):
+    url: str = "sqlite:///gateway-state.db"
+    ttl_hours: float = 24.0
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    providers: list[ProviderSettings] = Field(default_factory=list)
+    routes: list[RouteSettings] = Field(default_factory=list)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment beats the file (init kwargs carry the file's contents).
+        return (env_settings, init_settings)
+
+
+def embedded_default() -> dict[str, Any]:
+    """The configuration used when no file is given: demo, plus providers for keys in the env."""
+    providers: list[dict[str, Any]] = [{"name": "demo", "dialect": "demo"}]
+    routes: list[dict[str, Any]] = [
+        {"model": "demo", "provider": "demo"},
+        {"model": "demo-*", "provider": "demo"},
+    ]
+    if os.environ.get("OPENAI_API_KEY"):
+        providers.append({"name": "openai", "dialect": "openai-chat", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"})
+        routes += [{"model": p, "provider": "openai"} for p in ("gpt-*", "o1*", "o3*", "o4*")]
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        providers.append({"name": "anthropic", "dialect": "anthropic", "base_url": "https://api.anthropic.com", "api_key_env": "ANTHROPIC_API_KEY"})
+        routes.append({"model": "claude-*", "provider": "anthropic"})
+    if os.environ.get("GEMINI_API_KEY"):
+        providers.append({"name": "gemini", "dialect": "gemini", "base_url": "https://generativelanguage.googleapis.com", "api_key_env": "GEMINI_API_KEY"})
+        routes.append({"model": "gemini-*", "provider": "gemini"})
+    return {"providers": providers, "routes": routes}
+
+
+def config_path(explicit: str | None) -> Path | None:
+    """``--config``, else ``$GATEWAY_CONFIG``, else ``config/gateway.toml`` if present."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("GATEWAY_CONFIG")
+    if env:
+        return Path(env)
+    default = Path("config/gateway.toml")
+    return default if default.exists() else None
+
+
+def load_settings(path: str | Path | None = None, *, use_default_search: bool = True) -> Settings:
+    """Load the TOML file (or the embedded default) and apply env overrides; validate references."""
+    resolved = config_path(str(path) if path else None) if use_default_search or path else None
+    data = tomllib.loads(Path(resolved).read_text()) if resolved else embedded_default()
+    settings = Settings(**data)
+    validate_references(settings)
+    return settings
+
+
+def validate_references(settings: Settings) -> None:
+    names = [p.name for p in settings.providers]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate provider names: {sorted(duplicates)}")
+    for route in settings.routes:
+        if route.provider not in names:
+            raise ValueError(f"route {route.model!r} refers to unknown provider {route.provider!r}")
+        for fallback in route.fallbacks:
+            provider = fallback.split(":", 1)[0]
+            if provider not in names:
+                raise ValueError(f"route {route.model!r} fallback {fallback!r} refers to unknown provider {provider!r}")
+    for provider in settings.providers:
+        if provider.dialect != "demo" and not provider.base_url:
+            raise ValueError(f"provider {provider.name!r} needs a base_url")

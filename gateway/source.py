@@ -1,0 +1,104 @@
+"""Event sources: where the relay pulls decoded events from, one batch per upstream read.
+
+``HttpEventSource`` wraps a streamed httpx response: bytes → ``SSEDecoder`` → the upstream
+dialect's ``StreamDecoder`` → events. A body that ends mid-event, a connection reset, or a clean
+close without the dialect's terminator all become a trailing ``StreamError`` — never a silent end.
+A JSON body (an upstream that ignored the stream switch) is decoded whole.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from gateway.dialects.base import Codec
+from gateway.events import End, Event, StreamError
+from gateway.sse import SSEDecoder
+from gateway.upstream import Provider
+
+
+class EventSource:
+    """Base: ``done`` turns True once the final batch (ending in End or StreamError) was returned."""
+
+    done: bool = False
+
+    async def next_batch(self) -> list[Event]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+class ListEventSource(EventSource):
+    """Events known in advance (the demo provider), handed out in small batches."""
+
+    def __init__(self, events: list[Event], batch: int = 1) -> None:
+        self._events = events
+        self._pos = 0
+        self._batch = batch
+
+    async def next_batch(self) -> list[Event]:
+        batch = self._events[self._pos : self._pos + self._batch]
+        self._pos += self._batch
+        if self._pos >= len(self._events):
+            self.done = True
+        return batch
+
+
+class HttpEventSource(EventSource):
+    def __init__(self, provider: Provider, response: httpx.Response, codec: Codec) -> None:
+        self._provider = provider
+        self._response = response
+        self._codec = codec
+        self._closed = False
+        content_type = response.headers.get("content-type", "")
+        self._json = "application/json" in content_type
+        self._chunks = response.aiter_bytes()
+        self._sse = SSEDecoder()
+        self._decoder = codec.stream_decoder()
+
+    async def next_batch(self) -> list[Event]:
+        if self._json:
+            return await self._whole()
+        feed = self._decoder.feed
+        while True:
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                return self._finish()
+            except httpx.HTTPError as exc:
+                self.done = True
+                return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
+            events: list[Event] = []
+            for frame in self._sse.feed(chunk):
+                events += feed(frame)
+            if events:
+                if isinstance(events[-1], (End, StreamError)):
+                    self.done = True
+                return events
+
+    def _finish(self) -> list[Event]:
+        self.done = True
+        if not self._sse.close():
+            return [StreamError("truncated", "upstream stream ended in the middle of an event", 502)]
+        events = self._decoder.close()
+        if not events or not isinstance(events[-1], (End, StreamError)):
+            events.append(StreamError("truncated", "upstream stream ended without its terminator", 502))
+        return events
+
+    async def _whole(self) -> list[Event]:
+        self.done = True
+        try:
+            body = await self._response.aread()
+        except httpx.HTTPError as exc:
+            return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
+        from gateway.dialects.common import loads_object
+
+        obj = loads_object(body)
+        if obj is None:
+            return [StreamError("bad_gateway", "upstream sent a reply that is not a JSON object", 502)]
+        return self._codec.decode_whole(obj)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._provider.close_response(self._response)

@@ -1,0 +1,66 @@
+"""Shared fixtures: a fake upstream on a loopback port and the gateway in front of it.
+
+The gateway runs under real uvicorn on its own loopback port, configured with one provider per
+upstream dialect (all pointing at the fake) and glob routes ``<dialect>--*``: a caller asking for
+``openai-chat--tool_call`` reaches the OpenAI chat provider, which replays
+``captures/openai-chat/tool_call.sse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.support.fake_upstream import FakeUpstream, ServerThread
+
+UPSTREAM_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
+
+
+def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
+    bases = {
+        "anthropic": fake_url,
+        "openai-chat": fake_url + "/v1",
+        "openai-responses": fake_url + "/v1",
+        "gemini": fake_url,
+    }
+    providers = [
+        {
+            "name": f"up-{d}",
+            "dialect": d,
+            "base_url": bases[d],
+            "api_key": f"sk-upstream-{d}-secret",
+            "max_retries": 0,
+            "first_byte_timeout": 5.0,
+            "idle_timeout": 2.0,
+            "connect_timeout": 2.0,
+        }
+        for d in UPSTREAM_DIALECTS
+    ]
+    providers.append({"name": "demo", "dialect": "demo"})
+    routes = [{"model": f"{d}--*", "provider": f"up-{d}"} for d in UPSTREAM_DIALECTS]
+    routes.append({"model": "demo", "provider": "demo"})
+    return {
+        "server": {"keepalive_seconds": 0.5, "access_log": False, **server},
+        "auth": {"keys_env": ""},
+        "providers": providers,
+        "routes": routes,
+    }
+
+
+@pytest.fixture(scope="session")
+def fake() -> Iterator[FakeUpstream]:
+    upstream = FakeUpstream()
+    with ServerThread(upstream) as server:
+        upstream.port = server.port
+        yield upstream
+
+
+@pytest.fixture(scope="session")
+def gateway(fake: FakeUpstream) -> Iterator[ServerThread]:
+    settings = Settings(**gateway_config(f"http://127.0.0.1:{fake.port}"))
+    with ServerThread(create_app(settings)) as server:
+        yield server
