@@ -41,6 +41,7 @@ class GatewayState:
     observer: Observer
     live_streams: set[Any] = field(default_factory=set)
     shutting_down: bool = False
+    fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     started: float = field(default_factory=time.time)
 
 
@@ -176,7 +177,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
 def create_state(settings: Settings) -> GatewayState:
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
-    state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer)
+    state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     return state
 

@@ -71,13 +71,17 @@ async def _first_events(source: EventSource) -> list[Event]:
     return events
 
 
-async def _attempt(provider: Provider, target: Target, req: ChatRequest) -> tuple[EventSource, list[Event]]:
+async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None) -> tuple[EventSource, list[Event]]:
     settings = provider.settings
     if settings.dialect == "demo":
         source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
         return source, await source.next_batch()
     codec = codec_for(settings.dialect)
-    options = BuildOptions(default_max_tokens=settings.default_max_tokens, dropped_betas=tuple(settings.dropped_betas))
+    options = BuildOptions(
+        default_max_tokens=settings.default_max_tokens,
+        dropped_betas=tuple(settings.dropped_betas),
+        gemini_parameters_json_schema=settings.gemini_parameters_json_schema,
+    )
     call = codec.build_request(req, target.upstream_model, options)
     response: httpx.Response | None = None
     source = None
@@ -99,6 +103,7 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest) -> tupl
                     err = GatewayError("bad_gateway", f"upstream {provider.name} rejected the gateway's credentials: {err.message}", 502)
                 raise err
             source = HttpEventSource(provider, response, codec)
+            source.keep_frames = settings.dialect == passthrough_dialect and not source.is_json
             first = await _first_events(source)
     except TimeoutError:
         if source is not None:
@@ -119,7 +124,9 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest) -> tupl
     return source, first
 
 
-async def open_upstream(providers: dict[str, Provider], req: ChatRequest, resolved: Resolved) -> Opened:
+async def open_upstream(providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None = None) -> Opened:
+    """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
+    of that dialect (the caller's, when streaming) for the same-dialect fast path."""
     attempts: list[Attempt] = []
     last: GatewayError | None = None
     for target in resolved.targets:
@@ -130,7 +137,7 @@ async def open_upstream(providers: dict[str, Provider], req: ChatRequest, resolv
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
             try:
-                source, first = await _attempt(provider, target, req)
+                source, first = await _attempt(provider, target, req, passthrough_dialect)
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
                 last = err

@@ -22,7 +22,9 @@ from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.ir import ChatRequest
 from gateway.observe import AccessRecord
+from gateway.passthrough import FramePassthrough
 from gateway.reply import ReplyBuilder
+from gateway.source import HttpEventSource
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -165,7 +167,8 @@ class Relay:
 
     async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
         try:
-            opened = await open_upstream(self.state.providers, req, resolved)
+            fast = codec.name if req.stream and self.state.fast_path else None
+            opened = await open_upstream(self.state.providers, req, resolved, fast)
         except GatewayError as err:
             record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
             await self._send_error(codec, err, send, record, headers)
@@ -189,6 +192,9 @@ class Relay:
         metrics = state.observer.metrics
         metrics.active_streams.inc()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
+        passthrough = None
+        if isinstance(source, HttpEventSource) and source.keep_frames:
+            passthrough = FramePassthrough(codec.name, ctx.model, ctx.request.include_usage, encoder)
         writer = KeepaliveWriter(send, encoder.keepalive(), state.settings.server.keepalive_seconds)
         task = asyncio.current_task()
         state.live_streams.add(task)
@@ -198,7 +204,12 @@ class Relay:
             encode = encoder.encode
             async with asyncio.timeout(None) as deadline:
                 while True:
-                    out = b"".join([encode(e) for e in batch])
+                    if passthrough is None:
+                        out = b"".join([encode(e) for e in batch])
+                    else:
+                        out = passthrough.render(source.take_frames())  # type: ignore[union-attr]
+                        if batch and type(batch[-1]) is StreamError and source.synthetic:  # type: ignore[union-attr]
+                            out += passthrough.error_tail(batch[-1])  # type: ignore[arg-type]
                     finished = False
                     for event in batch:
                         if type(event) in (Usage, End, StreamError):
@@ -210,7 +221,8 @@ class Relay:
                     if finished:
                         break
                     if source.done:  # defensive: a source must end with End/StreamError
-                        await writer.write(encode(StreamError("truncated", "upstream stream ended without its terminator", 502)))
+                        tail = StreamError("truncated", "upstream stream ended without its terminator", 502)
+                        await writer.write(encode(tail) if passthrough is None else passthrough.error_tail(tail))
                         break
                     # The idle timeout covers the upstream read only, never a slow caller's write.
                     deadline.reschedule(loop.time() + idle)
@@ -221,7 +233,7 @@ class Relay:
             # the deadline cancelled the upstream read: the upstream went silent
             err = StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)
             _note_usage(record, err)
-            await writer.write(encoder.encode(err))
+            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
             await writer.write(b"", more=False)
         except asyncio.CancelledError:
             if not state.shutting_down or task is None:
@@ -230,7 +242,7 @@ class Relay:
             task.uncancel()
             err = StreamError("overloaded", "the gateway is shutting down; retry the request", 503)
             _note_usage(record, err)
-            await writer.write(encoder.encode(err))
+            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
             await writer.write(b"", more=False)
         finally:
             writer.stop()

@@ -30,6 +30,7 @@ class ServerSettings(BaseModel):
     keepalive_seconds: float = 15.0  # idle gap before a keepalive is sent to the caller
     shutdown_grace_seconds: float = 30.0
     access_log: bool = True
+    fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
 
 
 class AuthSettings(BaseModel):
@@ -59,6 +60,7 @@ class ProviderSettings(BaseModel):
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
+    gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
 
     @field_validator("name")
     @classmethod

@@ -8,6 +8,10 @@ a builder sends it upstream only to a provider of the same origin. Nothing is st
 
 Packed form: ``gw~<origin dialect>~<raw signature>``. ``~`` never occurs in base64 / base64url,
 which every provider's signature uses.
+
+Gemini callers are the exception: google-genai types ``thoughtSignature`` as base64 bytes and
+rejects anything else, so the gemini codec hands them base64 of the packed string and accepts
+either base64 alphabet back (``dialects/gemini/sigs.py``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import httpx
 
 from gateway.dialects.base import Codec
 from gateway.events import End, Event, StreamError
-from gateway.sse import SSEDecoder
+from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
 
 
@@ -45,19 +45,33 @@ class ListEventSource(EventSource):
 
 
 class HttpEventSource(EventSource):
+    """Events from a streamed upstream response.
+
+    With ``keep_frames`` (the same-dialect fast path) it also keeps each SSE frame with the events
+    it produced, for ``take_frames``; ``synthetic`` tells that the last ``StreamError`` was made
+    here (a cut or a missing terminator) rather than sent by the upstream in a frame.
+    """
+
     def __init__(self, provider: Provider, response: httpx.Response, codec: Codec) -> None:
         self._provider = provider
         self._response = response
         self._codec = codec
         self._closed = False
         content_type = response.headers.get("content-type", "")
-        self._json = "application/json" in content_type
+        self.is_json = "application/json" in content_type
         self._chunks = response.aiter_bytes()
         self._sse = SSEDecoder()
         self._decoder = codec.stream_decoder()
+        self.keep_frames = False
+        self._frames: list[tuple[SSEFrame, list[Event]]] = []
+        self.synthetic = False
+
+    def take_frames(self) -> list[tuple[SSEFrame, list[Event]]]:
+        frames, self._frames = self._frames, []
+        return frames
 
     async def next_batch(self) -> list[Event]:
-        if self._json:
+        if self.is_json:
             return await self._whole()
         feed = self._decoder.feed
         while True:
@@ -66,11 +80,17 @@ class HttpEventSource(EventSource):
             except StopAsyncIteration:
                 return self._finish()
             except httpx.HTTPError as exc:
-                self.done = True
+                self.done = self.synthetic = True
                 return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
             events: list[Event] = []
-            for frame in self._sse.feed(chunk):
-                events += feed(frame)
+            if self.keep_frames:
+                for frame in self._sse.feed(chunk):
+                    produced = feed(frame)
+                    self._frames.append((frame, produced))
+                    events += produced
+            else:
+                for frame in self._sse.feed(chunk):
+                    events += feed(frame)
             if events:
                 if isinstance(events[-1], (End, StreamError)):
                     self.done = True
@@ -79,10 +99,13 @@ class HttpEventSource(EventSource):
     def _finish(self) -> list[Event]:
         self.done = True
         if not self._sse.close():
+            self.synthetic = True
             return [StreamError("truncated", "upstream stream ended in the middle of an event", 502)]
         events = self._decoder.close()
         if not events or not isinstance(events[-1], (End, StreamError)):
             events.append(StreamError("truncated", "upstream stream ended without its terminator", 502))
+        if isinstance(events[-1], StreamError):
+            self.synthetic = True
         return events
 
     async def _whole(self) -> list[Event]:

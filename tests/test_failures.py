@@ -137,16 +137,21 @@ KEEPALIVE_REQUESTS = {
     "anthropic": ("/v1/messages", {"model": "gemini--pause", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}, b"event: ping"),
     "openai-chat": ("/v1/chat/completions", {"model": "anthropic--pause", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, b"\n:"),
     "openai-responses": ("/v1/responses", {"model": "openai-chat--pause", "stream": True, "input": "hi"}, b"\n:"),
-    "gemini": ("/v1beta/models/openai-responses--pause:streamGenerateContent?alt=sse", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, b"\n:"),
+    # google-genai feeds any non-"data:" line to its JSON buffer and fails on it, and Gemini has no
+    # ping event: Gemini callers get no keepalive, only the intact answer.
+    "gemini": ("/v1beta/models/openai-responses--pause:streamGenerateContent?alt=sse", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, None),
 }
 
 
 @pytest.mark.parametrize("caller", CALLER_DIALECTS)
-def test_keepalive_during_upstream_silence(gateway: Any, caller: str) -> None:
+def test_keepalive_during_upstream_silence(gateway: Any, caller: str) -> None:  # noqa: D103
     """The session gateway sends keepalives after 0.5 s of silence; the fake pauses 1.3 s mid-answer."""
     path, body, marker = KEEPALIVE_REQUESTS[caller]
     with httpx.stream("POST", gateway.url + path, json=body, timeout=10) as response:
         raw = b"\n" + response.read()
-    assert marker in raw
+    if marker is not None:
+        assert marker in raw
+    else:
+        assert b"\n:" not in raw
     out = CALLERS[caller](gateway.url, body.get("model") or path.split("/models/")[1].split(":")[0], "text", True)
     assert out.text == "Hello from the gateway. 你好 — ok!"

@@ -393,3 +393,25 @@ def test_signature_survives_sdk_roundtrip():
     assert from_caller("gw~openai-responses~abc") == ("openai-responses", "abc")
     assert from_caller("EqsFCqgFAb4-9vvt_A") == ("gemini", "EqsFCqgFAb4-9vvt_A")
     assert to_caller("gemini", "EqsF") == "EqsF"
+
+
+def test_partial_args_paths():
+    from gateway.dialects.gemini.stream_decode import _apply_partial
+
+    args: dict = {}
+    _apply_partial(args, [{"jsonPath": "$.q", "stringValue": "hel"}, {"jsonPath": "$.q", "stringValue": "lo"},
+                          {"jsonPath": "$.opts.n", "numberValue": 3}, {"jsonPath": "$.tags[1]", "stringValue": "b"},
+                          {"jsonPath": "$.tags[0]", "stringValue": "a"}, {"jsonPath": "$.flag", "boolValue": True},
+                          {"jsonPath": "$['odd key']", "nullValue": None}])
+    assert args == {"q": "hello", "opts": {"n": 3}, "tags": ["a", "b"], "flag": True, "odd key": None}
+
+
+def test_signature_only_block_goes_back_on_the_function_call():
+    events = [MessageStart("r", "m"), BlockStart(0, "thinking"), SignatureDelta(0, "EqSIG"), BlockStop(0),
+              BlockStart(1, "tool_call", "c1", "f"), ToolArgsDelta(1, "{}"), BlockStop(1), End("tool_use", "STOP")]
+    data = encode(events, upstream="gemini")
+    first = orjson.loads(data.split(b"\r\n\r\n")[0][6:])
+    assert first["candidates"][0]["content"]["parts"] == [{"functionCall": {"id": "c1", "name": "f", "args": {}}, "thoughtSignature": "EqSIG"}]
+    last = orjson.loads(data.split(b"\r\n\r\n")[-2][6:])
+    assert last["candidates"][0]["finishReason"] == "STOP"
+    assert last["usageMetadata"] == {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}

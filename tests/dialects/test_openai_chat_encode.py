@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import httpx
 import openai
@@ -260,3 +259,30 @@ def test_render_error_through_sdk(kind, status, exc, etype, code) -> None:
         client_for(orjson.dumps(body), status=rstatus, content_type="application/json").chat.completions.create(model="smart", messages=MSGS)
     assert info.value.message.endswith("boom") or "boom" in str(info.value)
     assert info.value.code == code and info.value.type == etype
+
+
+def test_anthropic_signature_rejoins_its_thinking_text() -> None:
+    body = encode(TOOL_EVENTS, ctx(upstream="anthropic"))
+    with client_for(body).chat.completions.stream(model="smart", messages=MSGS) as stream:
+        final = stream.get_final_completion()
+    msg = final.choices[0].message.model_dump(exclude_none=True)
+    msg.pop("parsed", None)
+    for call in msg["tool_calls"]:
+        call["function"].pop("parsed_arguments", None)
+    req = CODEC.parse_request({"model": "smart", "messages": [{"role": "user", "content": "q"}, msg]}, None)  # type: ignore[arg-type]
+    parts = req.messages[1].content
+    assert parts[0] == ThinkingPart(text="Let me think.", signature="c2lnLWFiYzEyMw==", origin="anthropic")
+    assert [type(p).__name__ for p in parts] == ["ThinkingPart", "TextPart", "ToolCallPart", "ToolCallPart"]
+    assert parts[2].id == "toolu_1"
+
+
+def test_latest_thinking_signature_wins() -> None:
+    events = [
+        MessageStart("m", "x"),
+        BlockStart(0, "thinking"), SignatureDelta(0, "AAA"), BlockStop(0),
+        BlockStart(1, "thinking"), SignatureDelta(1, "BB"), SignatureDelta(1, "B"), BlockStop(1),
+        BlockStart(2, "tool_call", id="t", name="f"), BlockStop(2),
+        End("tool_use"),
+    ]  # fmt: skip
+    body = encode(events, ctx(upstream="anthropic"))
+    assert b'"id":"t~gw~anthropic~BBB"' in body

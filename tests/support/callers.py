@@ -196,9 +196,13 @@ def responses_call(base_url: str, model: str, scenario: str, stream: bool, helpe
         response = client.responses.create(**kwargs)
     elif helper:
         with client.responses.stream(**kwargs) as s:
-            for _ in s:
-                pass
-            response = s.get_final_response()
+            terminal = None
+            for event in s:
+                if event.type in ("response.completed", "response.incomplete", "response.failed"):
+                    terminal = event.response
+            # get_final_response() only exists for completed responses (the SDK raises otherwise)
+            response = s.get_final_response() if terminal is not None and terminal.status == "completed" else terminal
+        assert response is not None, "no terminal event"
     else:
         response = None
         terminal = 0

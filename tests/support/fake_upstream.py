@@ -106,7 +106,7 @@ class FakeUpstream:
         scenario = model.split("--", 1)[1] if "--" in model else "text"
         self.hits[model] = self.hits.get(model, 0) + 1
         folder = self.captures / dialect
-        if scenario.startswith("error_"):
+        if scenario in ("error_429", "error_500"):
             await self._json(send, int(scenario.split("_")[1]), orjson.loads((folder / f"{scenario}.json").read_bytes()))
             return
         if scenario == "retry_after" and self.hits[model] == 1:

@@ -215,7 +215,7 @@ def _thinking(req: ChatRequest, model: str) -> dict[str, Any] | None:
     if th is None:
         return None
     out: dict[str, Any] = {}
-    if th.enabled is False:
+    if th.enabled is False or th.effort == "none":
         out["thinkingBudget"] = 0
         return out
     if th.include_thoughts is not None:

@@ -54,6 +54,21 @@ _GEN_KEYS = frozenset(
 _ROLES = {"user": "user", "model": "assistant", "function": "user", "tool": "user"}
 
 
+def _camel(obj: Any) -> Any:
+    """Shallow snake_case → camelCase of one structural level (the API and the SDK accept both:
+    google-genai itself sends ``thinking_config`` contents and ``parameters_json_schema`` in
+    snake_case). Never applied to free-form values (args, response, schemas' property names)."""
+    if not isinstance(obj, dict) or not any("_" in k for k in obj):
+        return obj
+    out = {}
+    for key, value in obj.items():
+        if "_" in key and not key.startswith("_"):
+            head, *rest = key.split("_")
+            key = head + "".join(w[:1].upper() + w[1:] for w in rest)
+        out[key] = value
+    return out
+
+
 class _Ids:
     """Deterministic ids for calls without one, and recovery of ids for responses by name."""
 
@@ -84,6 +99,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         model = model[len("models/"):]
     if not model:
         raise invalid("model: missing in the URL (/v1beta/models/{model}:generateContent)", param="model")
+    body = _camel(body)
     req = ChatRequest(model=model, dialect=DIALECT, stream=bool(meta.stream))
     extras: dict[str, Any] = {}
 
@@ -93,21 +109,21 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         raise invalid("contents: must not be empty", param="contents")
     for i, item in enumerate(contents):
         path = f"contents[{i}]"
-        content = expect_dict(item, path)
+        content = _camel(expect_dict(item, path))
         role = get_str(content, "role", f"{path}.role") or "user"
         if role not in _ROLES:
             raise invalid(f"{path}.role: must be 'user' or 'model', got {role!r}", param=f"{path}.role")
         parts = get_list(content, "parts", f"{path}.parts", required=True)
         out: list[Part] = []
         for j, raw in enumerate(parts):
-            _part(expect_dict(raw, f"{path}.parts[{j}]"), f"{path}.parts[{j}]", out, ids)
+            _part(_camel(expect_dict(raw, f"{path}.parts[{j}]")), f"{path}.parts[{j}]", out, ids)
         req.messages.append(Message(_ROLES[role], out))  # type: ignore[arg-type]
 
     system = body.get("systemInstruction")
     if isinstance(system, str):
         req.system = [TextPart(system)]
     elif system is not None:
-        sys_obj = expect_dict(system, "systemInstruction")
+        sys_obj = _camel(expect_dict(system, "systemInstruction"))
         for j, raw in enumerate(get_list(sys_obj, "parts", "systemInstruction.parts")):
             text = get_str(expect_dict(raw, f"systemInstruction.parts[{j}]"), "text", f"systemInstruction.parts[{j}].text")
             if text:
@@ -150,12 +166,12 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
     if thinking is not None:
         out.append(thinking)
     if "inlineData" in part:
-        blob = get_dict(part, "inlineData", f"{path}.inlineData", required=True) or {}
+        blob = _camel(get_dict(part, "inlineData", f"{path}.inlineData", required=True) or {})
         mime = get_str(blob, "mimeType", f"{path}.inlineData.mimeType", required=True) or ""
         data = get_str(blob, "data", f"{path}.inlineData.data", required=True)
         out.append(ImagePart(mime, data) if mime.startswith("image/") else FilePart(mime, data))
     elif "fileData" in part:
-        fd = get_dict(part, "fileData", f"{path}.fileData", required=True) or {}
+        fd = _camel(get_dict(part, "fileData", f"{path}.fileData", required=True) or {})
         mime = get_str(fd, "mimeType", f"{path}.fileData.mimeType") or ""
         uri = get_str(fd, "fileUri", f"{path}.fileData.fileUri", required=True)
         if mime.startswith("image/"):
@@ -163,13 +179,13 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
         else:
             out.append(FilePart(mime or None, url=uri, filename=get_str(fd, "displayName", f"{path}.fileData.displayName")))
     elif "functionCall" in part:
-        fc = get_dict(part, "functionCall", f"{path}.functionCall", required=True) or {}
+        fc = _camel(get_dict(part, "functionCall", f"{path}.functionCall", required=True) or {})
         name = get_str(fc, "name", f"{path}.functionCall.name", required=True) or ""
         args = get_dict(fc, "args", f"{path}.functionCall.args") or {}
         cid = ids.call(name, get_str(fc, "id", f"{path}.functionCall.id"))
         out.append(ToolCallPart(cid, name, orjson.dumps(args).decode()))
     elif "functionResponse" in part:
-        fr = get_dict(part, "functionResponse", f"{path}.functionResponse", required=True) or {}
+        fr = _camel(get_dict(part, "functionResponse", f"{path}.functionResponse", required=True) or {})
         name = get_str(fr, "name", f"{path}.functionResponse.name", required=True)
         response = fr.get("response")
         if response is None:
@@ -177,25 +193,30 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
         cid = ids.response(name, get_str(fr, "id", f"{path}.functionResponse.id"))
         text = orjson.dumps(response).decode()
         is_error = isinstance(response, dict) and set(response) == {"error"}
-        out.append(ToolResultPart(cid, [TextPart(text)], is_error=is_error, name=name))
-    elif part:
-        kinds = ", ".join(sorted(part))
-        warn_unknown(DIALECT, f"part kind {kinds}")
-        if not any(k in part for k in ("executableCode", "codeExecutionResult", "videoMetadata", "thought")):
-            raise invalid(f"{path}: unsupported part ({kinds})", param=path)
+        content: list[TextPart | ImagePart | FilePart] = [TextPart(text)]
+        for k, sub in enumerate(get_list(fr, "parts", f"{path}.functionResponse.parts")):
+            media: list[Part] = []
+            _part(_camel(expect_dict(sub, f"{path}.functionResponse.parts[{k}]")), f"{path}.functionResponse.parts[{k}]", media, ids)
+            content.extend(m for m in media if isinstance(m, (ImagePart, FilePart)))
+        out.append(ToolResultPart(cid, content, is_error=is_error, name=name))
+    else:
+        kinds = sorted(k for k in part if k not in ("thought", "thoughtSignature"))
+        if kinds:
+            # executableCode, codeExecutionResult, toolCall … have no IR slot: dropped, not refused
+            warn_unknown(DIALECT, f"part kind {', '.join(kinds)}")
 
 
 def _tools(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> None:
     other: list[Any] = []
     for i, raw in enumerate(get_list(body, "tools", "tools")):
-        tool = expect_dict(raw, f"tools[{i}]")
+        tool = _camel(expect_dict(raw, f"tools[{i}]"))
         for key, value in tool.items():
             if key != "functionDeclarations":
                 other.append({key: value})
                 warn_unknown(DIALECT, f"tool kind {key} (passed through to Gemini upstreams only)")
         for j, decl_raw in enumerate(get_list(tool, "functionDeclarations", f"tools[{i}].functionDeclarations")):
             path = f"tools[{i}].functionDeclarations[{j}]"
-            decl = expect_dict(decl_raw, path)
+            decl = _camel(expect_dict(decl_raw, path))
             name = get_str(decl, "name", f"{path}.name", required=True) or ""
             if "parametersJsonSchema" in decl:
                 params = get_dict(decl, "parametersJsonSchema", f"{path}.parametersJsonSchema") or {}
@@ -207,10 +228,10 @@ def _tools(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> No
 
 
 def _tool_config(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> None:
-    cfg = get_dict(body, "toolConfig", "toolConfig")
+    cfg = _camel(get_dict(body, "toolConfig", "toolConfig"))
     if not cfg:
         return
-    fcc = get_dict(cfg, "functionCallingConfig", "toolConfig.functionCallingConfig")
+    fcc = _camel(get_dict(cfg, "functionCallingConfig", "toolConfig.functionCallingConfig"))
     for key in cfg:
         if key != "functionCallingConfig":
             extras.setdefault("toolConfig", {})[key] = cfg[key]
@@ -237,7 +258,7 @@ def _tool_config(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any])
 
 
 def _generation_config(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> None:
-    gc = get_dict(body, "generationConfig", "generationConfig")
+    gc = _camel(get_dict(body, "generationConfig", "generationConfig"))
     if not gc:
         return
     p = "generationConfig."
@@ -264,7 +285,7 @@ def _generation_config(body: dict[str, Any], req: ChatRequest, extras: dict[str,
         req.response_format = {"type": "json"}
     elif mime and mime != "text/plain":
         extras.setdefault("generationConfig", {})["responseMimeType"] = mime
-    tc = get_dict(gc, "thinkingConfig", p + "thinkingConfig")
+    tc = _camel(get_dict(gc, "thinkingConfig", p + "thinkingConfig"))
     if tc is not None:
         th = Thinking()
         th.include_thoughts = get_bool(tc, "includeThoughts", p + "thinkingConfig.includeThoughts")

@@ -223,6 +223,9 @@ def to_json_schema(schema: Any, depth: int = 0) -> Any:
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
+        if "_" in key:  # the SDK may send any_of / property_ordering / min_items …
+            head, *rest = key.split("_")
+            key = head + "".join(w[:1].upper() + w[1:] for w in rest)
         if key == "type" and isinstance(value, str):
             out["type"] = value.lower() if value.upper() != "TYPE_UNSPECIFIED" else None
             if out["type"] is None:

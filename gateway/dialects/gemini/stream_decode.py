@@ -84,6 +84,11 @@ class GeminiStreamDecoder:
             chunk = orjson.loads(frame.data)
         except orjson.JSONDecodeError:
             return self._fail(StreamError("bad_gateway", f"gemini: malformed JSON in stream: {frame.data[:200]}", 502))
+        if isinstance(chunk, list):  # a JSON-array body split into lines by a proxy
+            out: list[Event] = []
+            for item in chunk:
+                out.extend(self.feed_chunk(item) if isinstance(item, dict) else [])
+            return out
         if not isinstance(chunk, dict):
             return self._fail(StreamError("bad_gateway", "gemini: stream chunk is not an object", 502))
         return self.feed_chunk(chunk)

@@ -123,7 +123,8 @@ class GeminiStreamEncoder:
         if isinstance(event, StreamError):
             self._done = True
             same = self._ctx.upstream_dialect == "gemini"
-            body = error_object(event.status, event.message, status_name(event.kind, event.raw, same))
+            code = 503 if event.status == 529 else event.status  # 529 is Anthropic's own
+            body = error_object(code, event.message, status_name(event.kind, event.raw, same))
             return b"data: " + orjson.dumps(body) + b"\r\n\r\n"
         return b""
 

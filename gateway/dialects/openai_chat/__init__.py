@@ -21,7 +21,10 @@ and appends it to the id of the NEXT tool call it emits::
 The caller's SDK stores that id opaquely and sends it back in ``assistant.tool_calls[].id`` and in
 ``tool.tool_call_id``. The parser splits any id containing ``~gw~`` at the first ``~gw~``: the part
 before is the real id; ``signatures.unpack`` of the rest gives a ``ThinkingPart(signature=raw,
-origin=origin)`` inserted right before that ``ToolCallPart``. A signature with no tool call after it
+origin=origin)`` inserted right before that ``ToolCallPart``. (An Anthropic signature signs the
+thinking text itself, so when the message also carries ``reasoning_content`` it is put on that
+leading thinking part instead.) When several thinking blocks precede a tool call, the latest
+block's signature is the one carried. A signature with no tool call after it
 (a text-only answer) is not transported; providers do not need it back in that case.
 """
 

@@ -160,7 +160,12 @@ def _assistant(m: dict[str, Any], path: str, names: dict[str, str]) -> Message:
         elif not isinstance(arguments, str):
             raise invalid(f"{cpath}.function.arguments: expected a string of JSON", param=f"{cpath}.function.arguments")
         if thinking is not None:
-            parts.append(thinking)
+            reasoning_part = parts[0] if parts and isinstance(parts[0], ThinkingPart) else None
+            if thinking.origin == "anthropic" and reasoning_part is not None and reasoning_part.signature is None:
+                # An Anthropic signature signs the thinking text itself: rejoin them
+                reasoning_part.signature, reasoning_part.origin = thinking.signature, thinking.origin
+            else:
+                parts.append(thinking)
         parts.append(ToolCallPart(call_id, name, arguments))
         names[call_id] = name
     return Message("assistant", parts)

@@ -85,6 +85,7 @@ class ChatStreamEncoder:
         self._tools: dict[int, _Tool] = {}  # block index -> tool
         self._ordinals = 0
         self._signature = ""  # raw signature waiting for the next tool call
+        self._signature_index = -1  # the block it came from (a newer block's signature replaces it)
         self._usage = Usage()
         self._build_frames()
 
@@ -155,7 +156,8 @@ class ChatStreamEncoder:
         signature = tool.signature or self._signature
         if signature:
             call_id = f"{call_id}~{packed_signature(self._ctx.upstream_dialect, signature)}"
-            self._signature = ""
+            if not tool.signature:
+                self._signature, self._signature_index = "", -1
         call = {"index": tool.ordinal, "id": call_id, "type": "function", "function": {"name": tool.name, "arguments": ""}}
         return self._chunk(b'{"tool_calls":[' + orjson.dumps(call) + b"]}")
 
@@ -190,8 +192,10 @@ class ChatStreamEncoder:
         tool = self._tools.get(event.index)
         if tool is not None and not tool.sent:
             tool.signature = (tool.signature or "") + event.signature
-        else:
+        elif event.index == self._signature_index:
             self._signature += event.signature
+        else:
+            self._signature, self._signature_index = event.signature, event.index
         return b""
 
     # -- the end ----------------------------------------------------------------------------

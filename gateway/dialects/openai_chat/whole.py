@@ -76,7 +76,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         elif block.kind == "thinking":
             thinking.append(block.text)
             if block.signature:
-                pending += block.signature
+                pending = block.signature  # the latest thinking block's signature wins
         elif block.kind == "redacted_thinking":
             continue
         elif block.kind == "tool_call":
@@ -84,10 +84,11 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
             signature = block.signature or pending
             if signature:
                 call_id = f"{call_id}~{packed_signature(ctx.upstream_dialect, signature)}"
-                pending = ""
+                if not block.signature:
+                    pending = ""
             tool_calls.append({"id": call_id, "type": "function", "function": {"name": block.name or "", "arguments": block.arguments}})
         elif block.signature:
-            pending += block.signature
+            pending = block.signature
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(texts) if texts else None,

@@ -1,0 +1,292 @@
+"""``ChatRequest`` → an Anthropic ``POST /v1/messages`` call (always ``stream: true``).
+
+What Anthropic insists on, and how the builder satisfies it for requests from any dialect:
+
+* ``max_tokens`` is required: the caller's value or ``options.default_max_tokens``.
+* Only a top-level ``system``: ``req.system`` plus every ``role: "system"`` turn, in order.
+* Strict user/assistant alternation: consecutive same-role turns are merged; in a user turn the
+  ``tool_result`` blocks come FIRST (Anthropic 400s otherwise); empty text blocks are dropped.
+* Thinking: ``budget_tokens`` must be ≥ 1024 and < ``max_tokens`` (clamped; dropped when
+  ``max_tokens`` ≤ 1024). An effort becomes a budget via ``gateway.thinking``. Thinking parts are
+  sent only when made by Anthropic (``origin == "anthropic"``) and signed (or redacted).
+  With thinking on, the assistant turns of the current tool-use loop (after the last user turn
+  that is not only tool results) must begin with a signed thinking block; when one that calls
+  tools has none (history from another provider), thinking is dropped for this request and logged,
+  because Anthropic would answer 400 "Expected thinking or redacted_thinking". Forced tool use
+  (``any``/``tool``) is incompatible with thinking too, and wins.
+* ``anthropic-beta`` is forwarded only from Anthropic callers, minus ``options.dropped_betas``.
+* ``extras["anthropic"]`` passes through (``tools``/``thinking`` there replace the built ones).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway.dialects.base import BuildOptions, UpstreamCall
+from gateway.dialects.common import arguments_object
+from gateway.ir import (
+    ChatRequest,
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from gateway.thinking import budget_for_effort
+
+DIALECT = "anthropic"
+MIN_BUDGET = 1024
+
+log = logging.getLogger("gateway.dialects.anthropic")
+
+
+def _text(part: TextPart) -> dict[str, Any] | None:
+    if not part.text:
+        return None
+    block: dict[str, Any] = {"type": "text", "text": part.text}
+    if part.cache_control is not None:
+        block["cache_control"] = part.cache_control
+    return block
+
+
+def _data_url(url: str) -> tuple[str, str] | None:
+    """``data:<media>;base64,<data>`` → (media_type, data)."""
+    head, sep, data = url.partition(",")
+    if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+        return None
+    return head[5:-7] or "application/octet-stream", data
+
+
+def _source(media_type: str | None, data: str | None, url: str | None, default_type: str) -> dict[str, Any]:
+    if data is not None:
+        return {"type": "base64", "media_type": media_type or default_type, "data": data}
+    url = url or ""
+    if url.startswith("data:"):
+        parsed = _data_url(url)
+        if parsed is not None:
+            return {"type": "base64", "media_type": parsed[0], "data": parsed[1]}
+    if url.startswith(("http://", "https://")):
+        return {"type": "url", "url": url}
+    return {"type": "file", "file_id": url}
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image", "source": _source(part.media_type, part.data, part.url, "image/png")}
+
+
+def _document(part: FilePart) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "document", "source": _source(part.media_type, part.data, part.url, "application/pdf")}
+    if part.filename:
+        block["title"] = part.filename
+    return block
+
+
+def _tool_result(part: ToolResultPart) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id}
+    content: list[dict[str, Any]] = []
+    for item in part.content:
+        if isinstance(item, TextPart):
+            text = _text(item)
+            if text is not None:
+                content.append(text)
+        elif isinstance(item, ImagePart):
+            content.append(_image(item))
+        elif isinstance(item, FilePart):
+            content.append(_document(item))
+    if len(content) == 1 and content[0]["type"] == "text" and "cache_control" not in content[0]:
+        block["content"] = content[0]["text"]
+    elif content:
+        block["content"] = content
+    if part.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _thinking_block(part: ThinkingPart) -> dict[str, Any] | None:
+    if part.origin != DIALECT:
+        return None  # another provider's thought: Anthropic cannot verify it
+    if part.redacted_data is not None:
+        return {"type": "redacted_thinking", "data": part.redacted_data}
+    if part.signature:
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    return None
+
+
+def _block(part: Part, role: str) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return _text(part)
+    if isinstance(part, ToolCallPart):
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": arguments_object(part.arguments)}
+    if isinstance(part, ToolResultPart):
+        return _tool_result(part)
+    if isinstance(part, ImagePart):
+        return _image(part)
+    if isinstance(part, FilePart):
+        return _document(part)
+    if isinstance(part, ThinkingPart):
+        return _thinking_block(part) if role == "assistant" else None
+    return None
+
+
+def fold_messages(req: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(system blocks, alternating messages)."""
+    system = [b for b in (_text(p) for p in req.system) if b is not None]
+    turns: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = []  # role, results, others
+    for message in req.messages:
+        if message.role == "system":
+            system.extend(b for b in (_text(p) for p in message.content if isinstance(p, TextPart)) if b is not None)
+            continue
+        results: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        for part in message.content:
+            block = _block(part, message.role)
+            if block is None:
+                continue
+            (results if block["type"] == "tool_result" else others).append(block)
+        if not results and not others:
+            continue
+        if turns and turns[-1][0] == message.role:
+            turns[-1][1].extend(results)
+            turns[-1][2].extend(others)
+        else:
+            turns.append((message.role, results, others))
+    messages = [{"role": role, "content": results + others} for role, results, others in turns]
+    return system, messages
+
+
+def _loop_lacks_signed_thinking(messages: list[Message]) -> bool:
+    """True when an assistant turn of the current tool-use loop calls tools without a signed
+    Anthropic thinking part (see the module docstring)."""
+    start = 0
+    for i, message in enumerate(messages):
+        if message.role == "user" and any(not isinstance(p, ToolResultPart) for p in message.content):
+            start = i + 1
+    for message in messages[start:]:
+        if message.role != "assistant" or not any(isinstance(p, ToolCallPart) for p in message.content):
+            continue
+        if not any(isinstance(p, ThinkingPart) and _thinking_block(p) is not None for p in message.content):
+            return True
+    return False
+
+
+def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any]) -> dict[str, Any] | None:
+    raw = extras.pop("thinking", None)
+    t = req.thinking
+    if t is None:
+        return None
+    if req.dialect == DIALECT and t.enabled is None:
+        return None  # an Anthropic caller sent only output_config.effort: passed through as is
+    if t.enabled is False:
+        return {"type": "disabled"}
+    if t.enabled is None and not t.budget_tokens and t.effort in (None, "none"):
+        return None
+    if req.tool_choice is not None and req.tool_choice.mode in ("required", "tool"):
+        log.info("anthropic: thinking dropped: forced tool use is incompatible with extended thinking")
+        return None
+    if _loop_lacks_signed_thinking(req.messages):
+        log.info("anthropic: thinking dropped: an assistant tool-call turn has no Anthropic-signed thinking block")
+        return None
+    if isinstance(raw, dict) and raw.get("type") == "adaptive":
+        return raw
+    budget = t.budget_tokens or budget_for_effort(t.effort or "medium")
+    if max_tokens <= MIN_BUDGET:
+        log.info("anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
+        return None
+    budget = max(MIN_BUDGET, min(budget, max_tokens - 1))
+    out: dict[str, Any] = {"type": "enabled", "budget_tokens": budget}
+    if isinstance(raw, dict) and "display" in raw:
+        out["display"] = raw["display"]
+    return out
+
+
+def _tools(req: ChatRequest, same: bool) -> list[dict[str, Any]]:
+    tools = []
+    for tool in req.tools:
+        schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+        if "type" not in schema:
+            schema = {"type": "object", **schema}
+        entry: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            entry["description"] = tool.description
+        entry["input_schema"] = schema
+        if same and tool.strict is not None:
+            entry["strict"] = tool.strict
+        tools.append(entry)
+    return tools
+
+
+def _tool_choice(req: ChatRequest) -> dict[str, Any] | None:
+    choice = req.tool_choice
+    out: dict[str, Any] | None = None
+    if choice is not None:
+        if choice.mode == "required":
+            out = {"type": "any"}
+        elif choice.mode == "tool" and choice.name:
+            out = {"type": "tool", "name": choice.name}
+        elif choice.mode == "none":
+            out = {"type": "none"}
+        else:
+            out = {"type": "auto"}
+    if req.parallel_tool_calls is False:
+        out = out or {"type": "auto"}
+        if out["type"] != "none":
+            out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _beta_header(req: ChatRequest, options: BuildOptions) -> str | None:
+    if req.dialect != DIALECT:
+        return None
+    value = req.headers.get("anthropic-beta")
+    if not value:
+        return None
+    dropped = set(options.dropped_betas)
+    kept = [b.strip() for b in value.split(",") if b.strip() and b.strip() not in dropped]
+    return ",".join(kept) or None
+
+
+def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
+    same = req.dialect == DIALECT
+    extras = dict(req.extras.get(DIALECT) or {})
+    system, messages = fold_messages(req)
+    max_tokens = req.max_tokens or options.default_max_tokens
+    body: dict[str, Any] = {"model": upstream_model, "max_tokens": max_tokens, "messages": messages}
+    if system:
+        body["system"] = system
+    original_tools = extras.pop("tools", None)
+    tools = original_tools if isinstance(original_tools, list) else _tools(req, same)
+    if tools:
+        body["tools"] = tools
+        choice = _tool_choice(req)
+        if choice is not None:
+            body["tool_choice"] = choice
+    thinking = _thinking(req, max_tokens, extras)
+    thinking_on = thinking is not None and thinking.get("type") != "disabled"
+    if thinking is not None:
+        body["thinking"] = thinking
+    if req.stop:
+        body["stop_sequences"] = req.stop
+    if not thinking_on or same:
+        # Anthropic rejects temperature/top_k (and top_p < 0.95) with thinking; a same-dialect
+        # caller asked for exactly this, others get the defaults.
+        if req.temperature is not None:
+            body["temperature"] = req.temperature
+        if req.top_p is not None:
+            body["top_p"] = req.top_p
+        if req.top_k is not None:
+            body["top_k"] = req.top_k
+    if same and req.metadata:
+        body["metadata"] = req.metadata
+    elif req.user:
+        body["metadata"] = {"user_id": req.user}
+    body.update(extras)
+    body["stream"] = True
+    headers: dict[str, str] = {}
+    beta = _beta_header(req, options)
+    if beta:
+        headers["anthropic-beta"] = beta
+    return UpstreamCall("/v1/messages", body, headers=headers)

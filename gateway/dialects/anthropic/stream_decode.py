@@ -1,0 +1,218 @@
+"""Anthropic Messages SSE frames → events.
+
+The wire: ``message_start`` (id, model, input usage) · per block ``content_block_start`` /
+``content_block_delta``… / ``content_block_stop`` · ``message_delta`` (stop reason + cumulative
+usage) · ``message_stop`` (the terminator) · ``ping`` anywhere · ``error`` (in-stream failure).
+
+Choices made here:
+
+* The frame's ``type`` inside the JSON decides (the ``event:`` line is redundant and may be absent);
+  the JSON may be padded with spaces (real captures are), orjson does not care.
+* Blocks the IR cannot carry (``server_tool_use``, ``web_search_tool_result``, …) are skipped with
+  a warning, and the remaining blocks are renumbered 0..n-1 in order of appearance, so ``index`` is
+  the block's position in the content the caller will see (no gaps from skipped blocks).
+* The stop reason of ``message_delta`` is held until ``message_stop``: ``End`` only follows the
+  terminator. Blocks still open at ``message_stop`` (Anthropic omits ``content_block_stop`` when
+  max_tokens cuts a tool input) get a ``BlockStop`` first.
+* ``message_delta`` usage is merged with ``message_start`` usage field by field (newer API
+  versions repeat input counts there, older ones only send ``output_tokens``); never summed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.dialects.common import new_id, warn_unknown
+from gateway.events import (
+    BlockStart,
+    BlockStop,
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+)
+from gateway.sse import SSEFrame
+
+from .errors import stream_error
+from .stop_reasons import from_anthropic
+from .usage import UsageState
+
+DIALECT = "anthropic"
+_SKIPPED = -1
+
+
+class AnthropicStreamDecoder:
+    __slots__ = ("_started", "_done", "_usage", "_indices", "_open", "_next", "_stop_reason", "_stop_sequence")
+
+    def __init__(self) -> None:
+        self._started = False
+        self._done = False
+        self._usage = UsageState()
+        self._indices: dict[int, int] = {}  # upstream index -> our index (or _SKIPPED)
+        self._open: dict[int, None] = {}  # our indices started and not stopped, in order
+        self._next = 0
+        self._stop_reason: str | None = None
+        self._stop_sequence: str | None = None
+
+    # -- entry points -------------------------------------------------------------------------
+    def feed(self, frame: SSEFrame) -> list[Event]:
+        if self._done:
+            return []
+        try:
+            data = orjson.loads(frame.data)
+        except orjson.JSONDecodeError:
+            self._done = True
+            return self._lead([StreamError("bad_gateway", f"upstream sent malformed JSON in a {frame.event or 'data'} event", 502)])
+        if not isinstance(data, dict):
+            self._done = True
+            return self._lead([StreamError("bad_gateway", "upstream event data is not a JSON object", 502)])
+        etype = data.get("type")
+        if not isinstance(etype, str):
+            etype = frame.event or ""
+        if etype == "content_block_delta":
+            return self._delta(data)
+        if etype == "ping":
+            return []
+        if etype == "content_block_start":
+            return self._lead(self._block_start(data))
+        if etype == "content_block_stop":
+            return self._block_stop(data)
+        if etype == "message_start":
+            return self._message_start(data)
+        if etype == "message_delta":
+            return self._message_delta(data)
+        if etype == "message_stop":
+            return self._message_stop()
+        if etype == "error":
+            self._done = True
+            return self._lead([stream_error(data)])
+        warn_unknown(DIALECT, f"stream event {etype!r}")
+        return []
+
+    def close(self) -> list[Event]:
+        if self._done:
+            return []
+        self._done = True
+        return self._lead([StreamError("truncated", "anthropic stream ended without message_stop", 502)])
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _lead(self, events: list[Event]) -> list[Event]:
+        """Prefix a synthesized MessageStart when the upstream skipped message_start."""
+        if self._started:
+            return events
+        self._started = True
+        return [MessageStart(new_id("msg_"), ""), *events]
+
+    def _message_start(self, data: dict[str, Any]) -> list[Event]:
+        if self._started:
+            return []
+        self._started = True
+        message = data.get("message")
+        if not isinstance(message, dict):
+            message = {}
+        mid = message.get("id")
+        model = message.get("model")
+        events: list[Event] = [MessageStart(mid if isinstance(mid, str) else new_id("msg_"), model if isinstance(model, str) else "")]
+        usage = self._usage.update(message.get("usage"))
+        if usage is not None:
+            events.append(usage)
+        return events
+
+    def _block_start(self, data: dict[str, Any]) -> list[Event]:
+        upstream = data.get("index")
+        block = data.get("content_block")
+        if not isinstance(block, dict) or not isinstance(upstream, int):
+            warn_unknown(DIALECT, "content_block_start without index/content_block")
+            return []
+        btype = block.get("type")
+        if btype not in ("text", "tool_use", "thinking", "redacted_thinking"):
+            warn_unknown(DIALECT, f"content block type {btype!r}")
+            self._indices[upstream] = _SKIPPED
+            return []
+        index = self._next
+        self._next += 1
+        self._indices[upstream] = index
+        self._open[index] = None
+        if btype == "text":
+            text = block.get("text")
+            if isinstance(text, str) and text:
+                return [BlockStart(index, "text"), TextDelta(index, text)]
+            return [BlockStart(index, "text")]
+        if btype == "tool_use":
+            call_id = block.get("id")
+            name = block.get("name")
+            events: list[Event] = [BlockStart(index, "tool_call", call_id if isinstance(call_id, str) else new_id("toolu_"), name if isinstance(name, str) else "")]
+            tool_input = block.get("input")
+            if isinstance(tool_input, dict) and tool_input:
+                events.append(ToolArgsDelta(index, orjson.dumps(tool_input).decode()))
+            return events
+        if btype == "thinking":
+            events = [BlockStart(index, "thinking")]
+            text = block.get("thinking")
+            if isinstance(text, str) and text:
+                events.append(ThinkingDelta(index, text))
+            signature = block.get("signature")
+            if isinstance(signature, str) and signature:
+                events.append(SignatureDelta(index, signature))
+            return events
+        payload = block.get("data")
+        return [BlockStart(index, "redacted_thinking", data=payload if isinstance(payload, str) else "")]
+
+    def _delta(self, data: dict[str, Any]) -> list[Event]:
+        index = self._indices.get(data.get("index"))  # type: ignore[arg-type]
+        if index is None or index == _SKIPPED:
+            if index is None:
+                warn_unknown(DIALECT, "content_block_delta for a block that never started")
+            return []
+        delta = data.get("delta")
+        if not isinstance(delta, dict):
+            return []
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            text = delta.get("text")
+            return [TextDelta(index, text)] if isinstance(text, str) and text else []
+        if dtype == "input_json_delta":
+            fragment = delta.get("partial_json")
+            return [ToolArgsDelta(index, fragment)] if isinstance(fragment, str) and fragment else []
+        if dtype == "thinking_delta":
+            text = delta.get("thinking")
+            return [ThinkingDelta(index, text)] if isinstance(text, str) and text else []
+        if dtype == "signature_delta":
+            signature = delta.get("signature")
+            return [SignatureDelta(index, signature)] if isinstance(signature, str) and signature else []
+        if dtype != "citations_delta":
+            warn_unknown(DIALECT, f"content_block_delta type {dtype!r}")
+        return []
+
+    def _block_stop(self, data: dict[str, Any]) -> list[Event]:
+        index = self._indices.get(data.get("index"))  # type: ignore[arg-type]
+        if index is None or index == _SKIPPED or index not in self._open:
+            return []
+        del self._open[index]
+        return [BlockStop(index)]
+
+    def _message_delta(self, data: dict[str, Any]) -> list[Event]:
+        delta = data.get("delta")
+        if isinstance(delta, dict):
+            reason = delta.get("stop_reason")
+            if isinstance(reason, str):
+                self._stop_reason = reason
+            sequence = delta.get("stop_sequence")
+            if isinstance(sequence, str):
+                self._stop_sequence = sequence
+        usage = self._usage.update(data.get("usage"))
+        events: list[Event] = [usage] if usage is not None else []
+        return self._lead(events) if events else events
+
+    def _message_stop(self) -> list[Event]:
+        self._done = True
+        events: list[Event] = [BlockStop(index) for index in self._open]
+        self._open.clear()
+        events.append(End(from_anthropic(self._stop_reason), self._stop_reason, self._stop_sequence))
+        return self._lead(events)
