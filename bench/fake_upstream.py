@@ -15,7 +15,8 @@ the model name breaks the reply on purpose, so tests can prove the load generato
 
 Replies are pre-built bytes, cached per (dialect, N, corruption): per request the fake only parses the
 request head, reads the body and writes. Each SSE event goes out as its own HTTP chunk
-(Transfer-Encoding: chunked), all in one write. Keep-alive is supported (httpx pools connections).
+(Transfer-Encoding: chunked), all in one write. Keep-alive is supported (httpx pools connections); ``GET /stats`` reports requests and connections
+accepted so far, so a client that opens a connection per request shows up.
 
     python bench/fake_upstream.py --port 9100 [--chunks 50] [--host 127.0.0.1]
 """
@@ -187,6 +188,8 @@ class FakeUpstream:
         self.chunks = chunks
         self._cache: dict[tuple[str, int, str], bytes] = {}
         self.requests = 0
+        self.connections = 0  # accepted so far: with keep-alive pooling this stays near the concurrency
+        self.open = 0
 
     def reply(self, dialect: str, n: int, corrupt: str, keep_alive: bool) -> bytes:
         key = (dialect, n, corrupt)
@@ -196,6 +199,8 @@ class FakeUpstream:
         return _HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n") + body
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.open += 1
         try:
             while True:
                 try:
@@ -222,7 +227,10 @@ class FakeUpstream:
                 self.requests += 1
                 path = target.split(b"?", 1)[0].decode("latin-1")
                 dialect = dialect_of(path)
-                if method == b"GET" and path in ("/healthz", "/"):
+                if method == b"GET" and path == "/stats":
+                    stats = json.dumps({"requests": self.requests, "connections": self.connections, "open": self.open}).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(stats), stats))
+                elif method == b"GET" and path in ("/healthz", "/"):
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok")
                 elif method != b"POST" or dialect is None:
                     msg = b'{"error":{"message":"fake upstream: no such endpoint"}}'
@@ -246,6 +254,7 @@ class FakeUpstream:
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             return
         finally:
+            self.open -= 1
             try:
                 writer.close()
             except Exception:

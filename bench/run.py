@@ -202,8 +202,8 @@ async def bench(args: argparse.Namespace, gw_url: str, fake_url: str, gw_pid: in
             direct[(up, c)] = res
             errors += res.errors
             log(f"direct {up:16} c={c:<3} {res.streams_per_s:8.1f} streams/s  TTFB p50 {res.pct(50):.2f} ms  errors {res.errors}")
-    for caller in args.callers:
-        for up in args.upstreams:
+    for caller, up in args.pairs:
+        if True:
             for c in args.concurrency:
                 res, cpu, rss = await measure(gw_url, caller, route_model(up, args.chunks[0], args.chunks[0]), c, args.duration, args.chunks[0], gw_pid)
                 d = direct[(up, c)]

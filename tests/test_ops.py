@@ -119,7 +119,8 @@ def test_upstream_keys_never_leak(secured: Any, fake: FakeUpstream) -> None:
                 if caller == "anthropic":
                     c.anthropic_client(server.url, c_key).messages.create(model=f"openai-chat--{scenario}", max_tokens=5, messages=[{"role": "user", "content": "x"}])
                 elif caller == "gemini":
-                    c.gemini_client(server.url, c_key).models.generate_content(model=f"anthropic--{scenario}", contents="x")
+                    client = c.gemini_client(server.url, c_key)  # keep a reference: the client closes on GC
+                    client.models.generate_content(model=f"anthropic--{scenario}", contents="x")
                 else:
                     c.openai_client(server.url, c_key).chat.completions.create(model=f"gemini--{scenario}", messages=[{"role": "user", "content": "x"}])
             assert "secret" not in str(info.value)

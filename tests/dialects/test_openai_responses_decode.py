@@ -240,3 +240,51 @@ def test_decode_whole() -> None:
     assert r.text == "Hi there!" and r.end.reason == "stop" and r.usage.reasoning == 25
     failed = CODEC.decode_whole({"id": "resp_x", "status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []})
     assert isinstance(failed[-1], StreamError) and failed[-1].raw == "server_error"
+
+
+def _feed_all(frames: list[dict]) -> list:
+    from gateway.sse import SSEFrame
+
+    dec, events = CODEC.stream_decoder(), []
+    for f in frames:
+        events += dec.feed(SSEFrame(orjson.dumps(f).decode(), f["type"]))
+    return events + dec.close()
+
+
+def test_multi_summary_parts_refusal_and_reasoning_text() -> None:
+    events = _feed_all([
+        {"type": "response.created", "response": {"id": "resp_3", "model": "o3"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": []}},
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 0},
+        {"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "one"},
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 1},
+        {"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 1, "delta": "two"},
+        {"type": "response.output_item.done", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "E"}},
+        {"type": "response.output_item.added", "output_index": 1, "item": {"id": "rs_2", "type": "reasoning", "summary": []}},
+        {"type": "response.reasoning_text.delta", "item_id": "rs_2", "output_index": 1, "content_index": 0, "delta": "raw thought"},
+        {"type": "response.output_item.done", "output_index": 1, "item": {"id": "rs_2", "type": "reasoning", "summary": []}},
+        {"type": "response.output_item.added", "output_index": 2, "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}},
+        {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 2, "content_index": 0, "part": {"type": "refusal", "refusal": ""}},
+        {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 2, "content_index": 0, "delta": "I can't"},
+        {"type": "response.refusal.done", "item_id": "msg_1", "output_index": 2, "content_index": 0, "refusal": "I can't help."},
+        {"type": "response.output_item.done", "output_index": 2, "item": {"id": "msg_1", "type": "message", "content": []}},
+        {"type": "response.completed", "response": {"id": "resp_3", "usage": {"input_tokens": 1, "output_tokens": 2}}},
+    ])
+    check_contract(events)
+    r = fold(events)
+    assert [(b.kind, b.text, b.signature) for b in r.blocks] == [
+        ("thinking", "one\n\ntwo", "E"),
+        ("thinking", "raw thought", None),
+        ("text", "I can't help.", None),
+    ]
+    assert r.usage == Usage(1, 2, None, None, None) and r.end.reason == "stop"
+
+
+def test_error_event_then_failed_gives_one_error() -> None:
+    events = _feed_all([
+        {"type": "response.created", "response": {"id": "r", "model": "m"}},
+        {"type": "error", "code": "rate_limit_exceeded", "message": "slow", "param": None},
+        {"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"code": "rate_limit_exceeded", "message": "slow"}}},
+    ])
+    assert sum(isinstance(e, StreamError) for e in events) == 1
+    assert events[-1] == StreamError("rate_limit", "slow", 429, "rate_limit_exceeded")

@@ -185,16 +185,16 @@ def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any]) -> dict
     if t.enabled is None and not t.budget_tokens and t.effort in (None, "none"):
         return None
     if req.tool_choice is not None and req.tool_choice.mode in ("required", "tool"):
-        log.info("anthropic: thinking dropped: forced tool use is incompatible with extended thinking")
+        log.warning("anthropic: thinking dropped: forced tool use is incompatible with extended thinking")
         return None
     if _loop_lacks_signed_thinking(req.messages):
-        log.info("anthropic: thinking dropped: an assistant tool-call turn has no Anthropic-signed thinking block")
+        log.warning("anthropic: thinking dropped: an assistant tool-call turn has no Anthropic-signed thinking block")
         return None
     if isinstance(raw, dict) and raw.get("type") == "adaptive":
         return raw
     budget = t.budget_tokens or budget_for_effort(t.effort or "medium")
     if max_tokens <= MIN_BUDGET:
-        log.info("anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
+        log.warning("anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
         return None
     budget = max(MIN_BUDGET, min(budget, max_tokens - 1))
     out: dict[str, Any] = {"type": "enabled", "budget_tokens": budget}

@@ -86,7 +86,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         body["text"] = text
     if req.metadata and all(isinstance(v, str) for v in req.metadata.values()):
         body["metadata"] = req.metadata
-    if req.user and "safety_identifier" not in extras:
+    if req.user and extras.get("safety_identifier") != req.user:
         body["user"] = req.user
 
     for key, value in extras.items():

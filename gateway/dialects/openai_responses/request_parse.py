@@ -108,6 +108,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.thinking = _parse_reasoning(get_dict(body, "reasoning", "reasoning"), extras)
     _parse_text(get_dict(body, "text", "text"), req, extras)
 
+    include = body.get("include")
+    if include is not None and not (isinstance(include, list) and all(isinstance(x, str) for x in include)):
+        raise invalid("include: expected an array of strings", param="include")
     for key, value in body.items():
         if key in HANDLED:
             continue
@@ -134,7 +137,7 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
     for i, raw in enumerate(value):
         path = f"input[{i}]"
         item = expect_dict(raw, path)
-        kind = item.get("type")
+        kind = get_str(item, "type", f"{path}.type")
         if kind is None or kind == "message":
             _message_item(item, path, req)
         elif kind == "function_call":
@@ -206,7 +209,7 @@ def _content(value: Any, path: str) -> list[Part]:
 
 
 def _content_part(part: dict[str, Any], path: str) -> Part:
-    kind = part.get("type")
+    kind = get_str(part, "type", f"{path}.type")
     if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
         return TextPart(get_str(part, "text", f"{path}.text", required=True) or "")
     if kind == "refusal":
@@ -305,7 +308,7 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
     for i, raw in enumerate(tools):
         path = f"tools[{i}]"
         t = expect_dict(raw, path)
-        kind = t.get("type")
+        kind = get_str(t, "type", f"{path}.type")
         if kind == "function":
             req.tools.append(_function_tool(t, path))
         elif kind == "namespace":
@@ -344,7 +347,7 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
         req.tool_choice = ToolChoice(value)  # type: ignore[arg-type]
         return
     choice = expect_dict(value, "tool_choice")
-    kind = choice.get("type")
+    kind = get_str(choice, "type", "tool_choice.type")
     if kind == "function":
         name = get_str(choice, "name", "tool_choice.name", required=True) or ""
         ns = get_str(choice, "namespace", "tool_choice.namespace")
@@ -393,7 +396,7 @@ def _parse_text(t: dict[str, Any] | None, req: ChatRequest, extras: dict[str, An
         return
     fmt = get_dict(t, "format", "text.format")
     if fmt is not None:
-        kind = fmt.get("type")
+        kind = get_str(fmt, "type", "text.format.type")
         if kind == "json_schema":
             schema = get_dict(fmt, "schema", "text.format.schema", required=True)
             rf: dict[str, Any] = {"type": "json_schema", "schema": schema}

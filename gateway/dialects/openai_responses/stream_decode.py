@@ -76,10 +76,16 @@ class _Item:
         self.closed = False
 
 
+def _list(value: Any) -> list[Any]:
+    """A field that should be an array; anything else reads as empty (decoders never throw)."""
+    return value if isinstance(value, list) else []
+
+
 def tool_name(item: dict[str, Any]) -> str:
-    name = item.get("name") or ""
+    name = item.get("name")
+    name = name if isinstance(name, str) else ""
     ns = item.get("namespace")
-    return f"{ns}{NS_SEP}{name}" if ns else name
+    return f"{ns}{NS_SEP}{name}" if isinstance(ns, str) and ns else name
 
 
 class ResponsesStreamDecoder:
@@ -104,7 +110,9 @@ class ResponsesStreamDecoder:
         if not isinstance(data, dict):
             self._finished = True
             return [StreamError("bad_gateway", "upstream sent a JSON value that is not an object", 502)]
-        kind = data.get("type") or frame.event or ""
+        kind = data.get("type")
+        if not isinstance(kind, str) or not kind:
+            kind = frame.event or ""
         out: list[Event] = []
         if not self._started and kind not in ("error",):
             self._start(data.get("response"), out)
@@ -286,7 +294,7 @@ class ResponsesStreamDecoder:
                 return
         kind = item.kind
         if kind == "message" and not item.parts:
-            for ci, part in enumerate(raw.get("content") or []):
+            for ci, part in enumerate(_list(raw.get("content"))):
                 if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
                     text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
                     if isinstance(text, str) and text:
@@ -298,9 +306,9 @@ class ResponsesStreamDecoder:
             if isinstance(enc, str) and enc:
                 item.signature = enc
             if not item.emitted:
-                texts = [s.get("text") for s in raw.get("summary") or [] if isinstance(s, dict)]
+                texts = [s.get("text") for s in _list(raw.get("summary")) if isinstance(s, dict)]
                 if not any(texts):
-                    texts = [c.get("text") for c in raw.get("content") or [] if isinstance(c, dict)]
+                    texts = [c.get("text") for c in _list(raw.get("content")) if isinstance(c, dict)]
                 self._thinking(item, "\n\n".join(t for t in texts if isinstance(t, str) and t), out)
             if item.block is None and item.signature:
                 item.block = self._open("thinking", out)

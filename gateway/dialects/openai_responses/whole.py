@@ -18,7 +18,7 @@ from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import error_type_code, kind_for_code
 from .stop_reasons import end_for_completed, end_for_incomplete, terminal_for_end
-from .stream_decode import tool_name
+from .stream_decode import _list, tool_name
 from .usage import usage_from_responses, usage_to_responses
 
 DIALECT = "openai-responses"
@@ -36,12 +36,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
         return [StreamError(kind, str(e.get("message") or "the response failed"), status, code or "server_error")]
     reply = Reply(id=str(body.get("id") or new_id("resp_")), model=str(body.get("model") or ""))
     saw_call = False
-    for item in body.get("output") or []:
+    for item in _list(body.get("output")):
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
         if kind == "message":
-            for part in item.get("content") or []:
+            for part in _list(item.get("content")):
                 if isinstance(part, dict):
                     text = part.get("text") if part.get("type") == "output_text" else part.get("refusal") if part.get("type") == "refusal" else None
                     if isinstance(text, str):
@@ -51,9 +51,9 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             args = item.get("arguments") if isinstance(item.get("arguments"), str) else ""
             reply.blocks.append(ReplyBlock("tool_call", args, id=str(item.get("call_id") or item.get("id") or ""), name=tool_name(item)))
         elif kind == "reasoning":
-            texts = [s.get("text") for s in item.get("summary") or [] if isinstance(s, dict)]
+            texts = [s.get("text") for s in _list(item.get("summary")) if isinstance(s, dict)]
             if not any(texts):
-                texts = [c.get("text") for c in item.get("content") or [] if isinstance(c, dict)]
+                texts = [c.get("text") for c in _list(item.get("content")) if isinstance(c, dict)]
             text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
             enc = item.get("encrypted_content") if isinstance(item.get("encrypted_content"), str) else None
             if text or enc:

@@ -1,0 +1,56 @@
+"""The Gemini Interactions dialect (``POST /v1beta/interactions``), stateless codec.
+
+The wire format is the May-2026 steps schema (``/work/shared/INTERACTIONS.md``). This package only
+translates; storing interactions, detached generation, ``GET`` / resume / cancel are built on top
+of it: the stream encoder takes the interaction id and a first event counter, and every event it
+writes carries ``event_id`` = ``event_id_for(n)`` (``parse_event_id`` reads ``n`` back).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.errors import GatewayError
+from gateway.events import Event
+from gateway.ir import ChatRequest
+from gateway.reply import Reply
+
+from . import errors, request_build, request_parse, whole
+from .stream_decode import InteractionsStreamDecoder
+from .stream_encode import DONE_FRAME, InteractionsStreamEncoder, event_id_for, parse_event_id
+
+DIALECT = "gemini-interactions"
+
+__all__ = ["CODEC", "InteractionsCodec", "InteractionsStreamDecoder", "InteractionsStreamEncoder", "event_id_for", "parse_event_id", "DONE_FRAME"]
+
+
+class InteractionsCodec:
+    name = DIALECT
+
+    def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
+        return request_parse.parse_request(body, meta)
+
+    def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
+        return request_build.build_request(req, upstream_model, options)
+
+    def stream_decoder(self) -> InteractionsStreamDecoder:
+        return InteractionsStreamDecoder()
+
+    def decode_whole(self, body: dict[str, Any]) -> list[Event]:
+        return whole.decode_whole(body)
+
+    def decode_error(self, status: int, body: bytes) -> GatewayError:
+        return errors.decode_error(status, body)
+
+    def stream_encoder(self, ctx: EncodeContext, interaction_id: str | None = None, start: int = 0) -> InteractionsStreamEncoder:
+        return InteractionsStreamEncoder(ctx, interaction_id, start)
+
+    def encode_whole(self, reply: Reply, ctx: EncodeContext, interaction_id: str | None = None) -> dict[str, Any]:
+        return whole.encode_whole(reply, ctx, interaction_id)
+
+    def render_error(self, err: GatewayError) -> tuple[int, dict[str, Any]]:
+        return errors.render_error(err)
+
+
+CODEC = InteractionsCodec()

@@ -1,0 +1,261 @@
+"""Interactions SSE (``event: <event_type>`` + ``data: <json>``) -> events.
+
+Steps are tracked by their ``index`` (``step.start`` / ``step.delta`` / ``step.stop``); each
+translatable step opens one block: ``model_output`` -> text, ``thought`` -> thinking (summary
+deltas + a signature delta), ``function_call`` -> tool_call (``arguments_delta`` fragments).
+Server-tool steps and non-text deltas (images, annotations …) are skipped with a warning.
+
+Terminator: ``interaction.completed`` (the status is the stop reason; ``End`` is held) and then
+``event: done`` / ``data: [DONE]``, where ``End`` is emitted. Leniency, documented: a body that
+ends cleanly after ``interaction.completed`` without the ``[DONE]`` frame still counts as complete
+(``close()`` returns the held ``End``), since the interaction itself said it finished; a body that
+ends before ``interaction.completed`` is truncated. Status ``failed`` and ``cancelled`` become a
+``StreamError`` at once (kinds ``api_error`` / ``cancelled``); an ``error`` event likewise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.dialects.common import new_id, warn_unknown
+from gateway.errors import kind_for_status
+from gateway.events import (
+    BlockStart,
+    BlockStop,
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+)
+from gateway.sse import SSEFrame
+
+from .errors import kind_for_code
+from .stop_reasons import end_for_status
+from .usage import usage_from_interactions
+
+DIALECT = "gemini-interactions"
+
+_STEP_KINDS = {"model_output": "text", "thought": "thinking", "function_call": "tool_call"}
+
+
+def _summary_text(summary: Any) -> str:
+    if not isinstance(summary, list):
+        return ""
+    texts = [s.get("text") for s in summary if isinstance(s, dict)]
+    return "\n\n".join(t for t in texts if isinstance(t, str) and t)
+
+
+def _content_text(content: Any) -> str:
+    if not isinstance(content, list):
+        return ""
+    return "".join(c["text"] for c in content if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str))
+
+
+def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError | None:
+    """The ``StreamError`` a failed / cancelled interaction stands for (``None`` otherwise)."""
+    if status == "cancelled":
+        return StreamError("cancelled", "the interaction was cancelled", 499, "cancelled")
+    if status != "failed":
+        return None
+    errs = interaction.get("errors")
+    err = errs[0] if isinstance(errs, list) and errs and isinstance(errs[0], dict) else interaction.get("error")
+    err = err if isinstance(err, dict) else {}
+    code = err.get("code") if isinstance(err.get("code"), str) else None
+    kind, http = kind_for_code(code)
+    return StreamError(kind, str(err.get("message") or "the interaction failed"), http, code or "failed")
+
+
+class InteractionsStreamDecoder:
+    __slots__ = ("_started", "_finished", "_held", "_steps", "_open", "_next_block", "_saw_call")
+
+    def __init__(self) -> None:
+        self._started = False
+        self._finished = False
+        self._held: End | None = None  # End waiting for [DONE]
+        self._steps: dict[int, tuple[int, str]] = {}  # step index -> (block index, block kind)
+        self._open: set[int] = set()  # block indexes not yet stopped
+        self._next_block = 0
+        self._saw_call = False
+
+    # ------------------------------------------------------------------ protocol
+
+    def feed(self, frame: SSEFrame) -> list[Event]:
+        if self._finished:
+            return []
+        text = frame.data
+        if text == "[DONE]" or frame.event == "done":
+            return self._done()
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            self._finished = True
+            return [StreamError("bad_gateway", f"upstream sent malformed JSON: {text[:200]!r}", 502)]
+        if not isinstance(data, dict):
+            self._finished = True
+            return [StreamError("bad_gateway", "upstream sent a JSON value that is not an object", 502)]
+        kind = data.get("event_type") or frame.event or ""
+        out: list[Event] = []
+        if self._held is not None:
+            if kind != "interaction.status_update":
+                warn_unknown(DIALECT, f"event {kind!r} after interaction.completed")
+            return out
+        if not self._started:
+            self._start(data.get("interaction") if kind == "interaction.created" else None, out)
+        if kind == "step.delta":
+            self._delta(data, out)
+        elif kind == "step.start":
+            self._step_start(data, out)
+        elif kind == "step.stop":
+            idx = data.get("index")
+            entry = self._steps.get(idx) if isinstance(idx, int) else None
+            if entry is not None and entry[0] in self._open:
+                self._open.discard(entry[0])
+                out.append(BlockStop(entry[0]))
+        elif kind == "interaction.completed":
+            self._completed(data, out)
+        elif kind == "error":
+            self._error(data, out)
+        elif kind == "interaction.status_update":
+            usage = usage_from_interactions(data.get("usage"))
+            if usage is not None:
+                out.append(usage)
+        elif kind != "interaction.created":
+            warn_unknown(DIALECT, f"stream event {kind!r}")
+        return out
+
+    def close(self) -> list[Event]:
+        if self._finished:
+            return []
+        self._finished = True
+        if self._held is not None:
+            return [self._held]  # completed seen, [DONE] missing: accepted (module docstring)
+        return [StreamError("truncated", "upstream stream ended without interaction.completed", 502)]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _start(self, interaction: Any, out: list[Event]) -> None:
+        self._started = True
+        if isinstance(interaction, dict):
+            out.append(MessageStart(str(interaction.get("id") or new_id("v1_")), str(interaction.get("model") or interaction.get("agent") or "")))
+        else:
+            out.append(MessageStart(new_id("v1_"), ""))
+
+    def _open_block(self, step_index: int, kind: str, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
+        index = self._next_block
+        self._next_block += 1
+        self._steps[step_index] = (index, kind)
+        self._open.add(index)
+        out.append(BlockStart(index, kind, call_id, name))  # type: ignore[arg-type]
+        return index
+
+    def _close_all(self, out: list[Event]) -> None:
+        for index in sorted(self._open):
+            out.append(BlockStop(index))
+        self._open.clear()
+
+    def _done(self) -> list[Event]:
+        self._finished = True
+        if self._held is not None:
+            return [self._held]
+        return [StreamError("truncated", "upstream sent [DONE] without interaction.completed", 502)]
+
+    # ------------------------------------------------------------------ handlers
+
+    def _step_start(self, data: dict[str, Any], out: list[Event]) -> None:
+        idx, step = data.get("index"), data.get("step")
+        if not isinstance(idx, int) or not isinstance(step, dict):
+            warn_unknown(DIALECT, "step.start without index/step")
+            return
+        typ = step.get("type")
+        kind = _STEP_KINDS.get(typ)  # type: ignore[arg-type]
+        if kind is None:
+            warn_unknown(DIALECT, f"step type {typ!r} (not translated)")
+            return
+        if idx in self._steps:
+            return
+        if kind == "tool_call":
+            self._saw_call = True
+            block = self._open_block(idx, kind, out, str(step.get("id") or new_id("call_", 8)), str(step.get("name") or ""))
+            args = step.get("arguments")
+            if isinstance(args, dict) and args:
+                out.append(ToolArgsDelta(block, orjson.dumps(args).decode()))
+        elif kind == "thinking":
+            block = self._open_block(idx, kind, out)
+            text = _summary_text(step.get("summary"))
+            if text:
+                out.append(ThinkingDelta(block, text))
+            sig = step.get("signature")
+            if isinstance(sig, str) and sig:
+                out.append(SignatureDelta(block, sig))
+        else:
+            block = self._open_block(idx, kind, out)
+            text = _content_text(step.get("content"))
+            if text:
+                out.append(TextDelta(block, text))
+
+    def _delta(self, data: dict[str, Any], out: list[Event]) -> None:
+        idx, delta = data.get("index"), data.get("delta")
+        if not isinstance(idx, int) or not isinstance(delta, dict):
+            warn_unknown(DIALECT, "step.delta without index/delta")
+            return
+        typ = delta.get("type")
+        entry = self._steps.get(idx)
+        if typ == "text":
+            text = delta.get("text")
+            if isinstance(text, str) and text:
+                if entry is None:  # a delta before its step.start: open the text block lazily
+                    entry = (self._open_block(idx, "text", out), "text")
+                if entry[1] == "text" and entry[0] in self._open:
+                    out.append(TextDelta(entry[0], text))
+        elif typ == "thought_summary":
+            content = delta.get("content")
+            text = content.get("text") if isinstance(content, dict) else None
+            if isinstance(text, str) and text:
+                if entry is None:
+                    entry = (self._open_block(idx, "thinking", out), "thinking")
+                if entry[1] == "thinking" and entry[0] in self._open:
+                    out.append(ThinkingDelta(entry[0], text))
+        elif typ == "thought_signature":
+            sig = delta.get("signature")
+            if isinstance(sig, str) and sig:
+                if entry is None:
+                    entry = (self._open_block(idx, "thinking", out), "thinking")
+                if entry[1] == "thinking" and entry[0] in self._open:
+                    out.append(SignatureDelta(entry[0], sig))
+        elif typ == "arguments_delta":
+            frag = delta.get("arguments")
+            if entry is not None and entry[1] == "tool_call" and entry[0] in self._open and isinstance(frag, str) and frag:
+                out.append(ToolArgsDelta(entry[0], frag))
+        else:
+            warn_unknown(DIALECT, f"step.delta type {typ!r}")
+
+    def _completed(self, data: dict[str, Any], out: list[Event]) -> None:
+        self._close_all(out)
+        interaction = data.get("interaction") if isinstance(data.get("interaction"), dict) else {}
+        usage = usage_from_interactions(interaction.get("usage"))
+        if usage is not None:
+            out.append(usage)
+        status = str(interaction.get("status") or "completed")
+        failure = failure_for_status(status, interaction)
+        if failure is not None:
+            self._finished = True
+            out.append(failure)
+            return
+        self._held = end_for_status(status, self._saw_call)
+
+    def _error(self, data: dict[str, Any], out: list[Event]) -> None:
+        self._finished = True
+        err = data.get("error") if isinstance(data.get("error"), dict) else {}
+        code = err.get("code")
+        raw = code if isinstance(code, str) and code else None
+        kind, status = kind_for_code(raw)
+        if isinstance(code, int) and not isinstance(code, bool):  # Google's generic {code: 503, status: UNAVAILABLE}
+            kind, status = kind_for_status(code), code
+            raw = err["status"].lower() if isinstance(err.get("status"), str) else None
+        out.append(StreamError(kind, str(err.get("message") or "upstream stream error"), status, raw or "internal"))

@@ -1,0 +1,165 @@
+"""The store: what outlives one request (stored interactions/responses and their event logs).
+
+One small async interface, two backends chosen by the ``[store] url`` scheme:
+
+* ``sqlite:///relative/path.db``, ``sqlite:////abs/path.db``, ``sqlite://:memory:`` — the
+  embedded default, so ``make run`` needs nothing else (several uvicorn workers on one file work:
+  they see each other's appends by polling);
+* ``redis://host:port/db`` (also ``rediss://``, ``unix://``) — for replicas: any replica can
+  resume a stream another one runs, because the live tail is read from Redis, not from the task.
+
+Why the interface looks like this (see DESIGN.md "Stateful streams"):
+
+* A detached generation *claims* its stream id, then ``append``\\ s every encoded event while it
+  streams and calls ``heartbeat`` about every second; when done it ``put``\\ s the final object and
+  ``finish``\\ es the log. Sequence numbers are dense, 0, 1, 2… in append order, so the relay can
+  use them as ``event_id`` / ``sequence_number`` (the single owner knows the next one: it is the
+  number of events it appended; pass it as ``expect=`` to have the store check it).
+* A resume calls ``follow(id, after)``: the stored events after ``after``, then the live tail,
+  each exactly once, ending when the log is finished. A dead owner cannot finish its log, so
+  ``follow`` raises :class:`OwnerGone` once the heartbeat is older than ``dead_after`` seconds:
+  a waiting caller gets an in-dialect error within seconds instead of hanging.
+* ``cancel`` may arrive at any replica: ``request_cancel`` records it in the store and the owner
+  learns it from ``heartbeat`` (which returns the flag) or ``cancel_requested``.
+
+The store writes only what it is given: honouring ``store: false`` (not calling it at all) is the
+caller's job. Everything expires ``ttl_seconds`` after its last write (objects, logs, events);
+a running stream refreshes its log's expiry on every append and heartbeat.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Store", "LogStatus", "StoreError", "OwnerGone", "LogClosed", "open_store"]
+
+
+class StoreError(Exception):
+    """Base class of the store's own errors."""
+
+
+class OwnerGone(StoreError):
+    """A followed log is unfinished and its owner stopped heart-beating: it will never finish."""
+
+
+class LogClosed(StoreError):
+    """``append`` on a finished log, or ``expect=`` did not match (a second writer exists)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogStatus:
+    """What a relay needs to decide how to answer a resume or a cancel."""
+
+    finished: bool
+    status: str | None  # the status given to ``finish`` (e.g. "completed", "cancelled")
+    owner: str | None  # who claimed it (a replica/task id), None if never claimed
+    heartbeat_age: float | None  # seconds since the owner's last heartbeat (store's clock)
+    count: int  # events appended so far; the next sequence number
+    cancel_requested: bool
+
+
+class Store(abc.ABC):
+    """The async store interface. All methods are safe to call concurrently from one event loop."""
+
+    ttl_seconds: float
+
+    # -- objects: stored interactions / responses (JSON-able dicts) ------------------------------
+
+    @abc.abstractmethod
+    async def put(self, kind: str, id: str, obj: dict[str, Any]) -> None:
+        """Store (or replace) ``obj`` under (kind, id); it expires ``ttl_seconds`` from now."""
+
+    @abc.abstractmethod
+    async def get(self, kind: str, id: str) -> dict[str, Any] | None:
+        """The stored object, or None if absent or expired."""
+
+    @abc.abstractmethod
+    async def delete(self, kind: str, id: str) -> bool:
+        """Remove the object and the event log of the same id; True if the object existed."""
+
+    # -- event logs, one per stream id ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append(self, stream_id: str, data: bytes, *, expect: int | None = None) -> int:
+        """Append one encoded event; returns its sequence number (0, 1, 2…).
+
+        Raises :class:`LogClosed` if the log is finished or, when ``expect`` is given, if the
+        next sequence number is not ``expect`` (someone else writes to this log).
+        """
+
+    @abc.abstractmethod
+    async def finish(self, stream_id: str, status: str) -> None:
+        """Mark the log complete (idempotent: a second call keeps the first status)."""
+
+    @abc.abstractmethod
+    async def events_after(self, stream_id: str, after: int | None) -> list[tuple[int, bytes]]:
+        """The stored events with sequence number > ``after`` (all of them if None), in order."""
+
+    @abc.abstractmethod
+    def follow(
+        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 5.0
+    ) -> AsyncIterator[tuple[int, bytes]]:
+        """Yield the events after ``after``, then the live tail, each exactly once; return when
+        the log is finished. Raise :class:`OwnerGone` when the log is unfinished and the owner's
+        heartbeat (or, if it never claimed, the start of this call) is older than ``dead_after``.
+
+        ``poll`` is how often to look for appends made by other processes (SQLite; in-process
+        appends wake followers at once). Redis wakes followers itself (XREAD BLOCK).
+        """
+
+    @abc.abstractmethod
+    async def log_status(self, stream_id: str) -> LogStatus | None:
+        """The log's state, or None if there is no such log (never claimed nor appended)."""
+
+    # -- ownership, liveness, cancellation ----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def claim(self, stream_id: str, owner: str) -> None:
+        """Record ``owner`` as the task running this stream and heartbeat it now. Call it before
+        answering the caller with the id, so a resume never finds an unclaimed log."""
+
+    @abc.abstractmethod
+    async def heartbeat(self, stream_id: str, owner: str) -> bool:
+        """Refresh the owner's heartbeat (call every ~1 s); returns whether a cancel was
+        requested, so the running task needs one round trip per second, not two."""
+
+    @abc.abstractmethod
+    async def request_cancel(self, stream_id: str) -> bool:
+        """Ask the owner (on any replica) to stop; True if the log exists and is unfinished."""
+
+    @abc.abstractmethod
+    async def cancel_requested(self, stream_id: str) -> bool:
+        """Whether ``request_cancel`` was called for this stream."""
+
+    # -- housekeeping ---------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def expire(self) -> int:
+        """Delete entries past their TTL; returns how many rows/keys went. SQLite also does it on
+        open and every minute by itself; Redis uses key TTLs and returns 0."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections/threads. The store must not be used afterwards."""
+
+
+def open_store(url: str, ttl_seconds: float) -> Store:
+    """Open the backend named by ``url``'s scheme (see the module docstring).
+
+    Imports are lazy so the SQLite default never needs the ``redis`` package.
+    """
+    if ttl_seconds <= 0:
+        raise ValueError("store ttl must be positive")
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        from gateway.store.sqlite import SQLiteStore, sqlite_path
+
+        return SQLiteStore(sqlite_path(url), ttl_seconds)
+    if scheme in ("redis", "rediss", "unix"):
+        from gateway.store.redis import RedisStore
+
+        return RedisStore(url, ttl_seconds)
+    raise ValueError(f"unsupported [store] url {url!r}: use sqlite:///path.db or redis://host:port/db")

@@ -1,0 +1,107 @@
+"""Coding agents through the gateway: each CLI, headless, against a scripted upstream of each dialect.
+
+    CLI (claude -p | codex exec | gemini -p) -> gateway (real uvicorn, loopback) -> scripted fake
+    upstream (real uvicorn, loopback) in anthropic | openai-chat | openai-responses | gemini
+
+For every CLI x upstream dialect: a plain answer; a tool round trip (the fake calls the agent's own
+file-reading tool, the agent runs it and sends the result back, the fake quotes it); and the same
+with thinking, whose signature must come back on the follow-up (the fake answers the real API's
+400 when it does not). Retries are off everywhere and Claude Code's non-streaming fallback is off,
+so a broken stream fails the test instead of being papered over.
+
+Run with ``make test-agents`` (sets RUN_AGENT_TESTS=1; ``make agents-setup`` installs the CLIs into
+``.agents/``). The default ``make test`` run skips this module.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.agents import harness
+from tests.agents.fake_agent_upstream import (
+    ANTHROPIC_SIGNATURE,
+    GEMINI_SIGNATURE,
+    PLAIN_ANSWER,
+    RESPONSES_ENCRYPTED,
+    TOOL_ANSWER_PREFIX,
+    ScriptedUpstream,
+    Seen,
+)
+from tests.agents.matrix import DIALECTS, TASKS, file_token, gateway_for, prompt_for, task_model, work_folder
+from tests.support.fake_upstream import ServerThread
+
+pytestmark = pytest.mark.agents
+
+if os.environ.get("RUN_AGENT_TESTS") != "1":
+    pytest.skip("coding-agent CLI tests run only with `make test-agents` (RUN_AGENT_TESTS=1)", allow_module_level=True)
+_why = harness.node_ok()
+if _why:
+    pytest.skip(f"{_why}: skipping the coding-agent CLI tests", allow_module_level=True)
+_MISSING = harness.missing_clis()
+if len(_MISSING) == len(harness.CLIS):
+    pytest.skip(f"no agent CLI installed in {harness.BIN}: run `make agents-setup`", allow_module_level=True)
+
+TIMEOUT = float(os.environ.get("AGENT_TEST_TIMEOUT", "90"))
+SIGNATURES = {"anthropic": ANTHROPIC_SIGNATURE, "openai-responses": RESPONSES_ENCRYPTED, "gemini": GEMINI_SIGNATURE}
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[tuple[ScriptedUpstream, ServerThread]]:
+    upstream = ScriptedUpstream()
+    with ServerThread(upstream) as server:
+        upstream.port = server.port
+        yield upstream, server
+
+
+@pytest.fixture(scope="module")
+def gateway(fake: tuple[ScriptedUpstream, ServerThread], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    with gateway_for(fake[1].url, tmp_path_factory.mktemp("gateway-state")) as server:
+        yield server
+
+
+def _trace(seen: list[Seen]) -> str:
+    lines = []
+    for s in seen:
+        lines.append(f"  {s.path}?{s.query} model={s.model} stream={s.stream} -> {s.status} {s.action}" + (f" error={s.error!r}" if s.error else "") + (f" tool_result={s.tool_result[:120]!r}" if s.tool_result else ""))
+    return "upstream requests:\n" + ("\n".join(lines) or "  (none)")
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("cli", list(harness.CLIS))
+def test_agent_through_gateway(cli: str, dialect: str, task: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+    if cli in _MISSING:
+        pytest.skip(f"{cli} is not installed in {harness.BIN}: run `make agents-setup`")
+    upstream, _ = fake
+    upstream.reset()
+    model = task_model(dialect, task)
+    work = work_folder(tmp_path / "work")
+    home = harness.make_home(cli)
+    try:
+        run = harness.RUNNERS[cli](gateway.url, model, prompt_for(task, work), work, timeout=TIMEOUT, home=home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    seen = upstream.requests(model)
+    context = f"\n{run.describe()}\n{_trace(seen)}"
+
+    assert seen, f"the upstream never saw a request for {model}" + context
+    assert all(s.stream for s in seen), "the gateway called the upstream without streaming" + context
+    assert run.answer is not None, f"{cli} did not finish the turn" + context
+
+    if task == "plain":
+        assert PLAIN_ANSWER in run.answer, context
+        return
+
+    token = file_token(work)
+    calls = [s for s in seen if s.action == "tool_call"]
+    answers = [s for s in seen if s.action == "tool_answer"]
+    assert calls, "the fake never got a request that offered a file-reading tool" + context
+    assert answers and token in (answers[-1].tool_result or ""), f"the tool result with {token} never reached the upstream" + context
+    assert TOOL_ANSWER_PREFIX.strip() in run.answer and token in run.answer, context
+    if task == "thinking" and dialect in SIGNATURES:
+        assert answers[-1].signature_back == SIGNATURES[dialect], "the thinking signature did not come back on the follow-up" + context
