@@ -9,6 +9,7 @@ stream verified by ``bench/loadgen.py``:
 * TTFB p50 / p99            time to the first body byte, and how much the gateway adds over the same
                             load sent straight to the fake in the upstream's dialect
 * RSS                       the gateway's VmRSS (/proc/PID/status) after the run
+* upstream conns/stream     new TCP connections the fake accepted per stream (0 = pooled, 1 = one per request)
 * per-chunk cost            (CPU/stream at 500 chunks - CPU/stream at 50 chunks) / 450
 
     python bench/run.py              # full matrix: 16 pairs x concurrency 1, 16, 64 (a few minutes)
@@ -177,13 +178,29 @@ def route_model(upstream: str, chunks: int, base_chunks: int) -> str:
 # measuring
 
 
-async def measure(url: str, caller: str, model: str, conc: int, duration: float, chunks: int, pid: int | None) -> tuple[Result, float | None, float | None]:
-    """Warm up, then one measured run. Returns (result, gateway CPU ms per verified stream, RSS MB)."""
+def fake_connections(fake_url: str | None) -> int | None:
+    """TCP connections the fake upstream has accepted so far (its GET /stats)."""
+    if not fake_url:
+        return None
+    try:
+        with urllib.request.urlopen(fake_url + "/stats", timeout=2) as r:
+            return int(json.loads(r.read())["connections"])
+    except Exception:
+        return None
+
+
+async def measure(url: str, caller: str, model: str, conc: int, duration: float, chunks: int, pid: int | None,
+                  fake_url: str | None = None) -> tuple[Result, float | None, float | None, float | None]:
+    """Warm up, then one measured run. Returns (result, gateway CPU ms per verified stream, RSS MB,
+    new upstream connections per stream: ~0 when the gateway's upstream pool reuses connections)."""
     await run_load(url, caller, model, conc, requests=max(conc * 2, 10), chunks=chunks)
     before = cpu_seconds(pid) if pid else 0.0
+    conns = fake_connections(fake_url)
     res = await run_load(url, caller, model, conc, duration=duration, chunks=chunks)
     cpu = (cpu_seconds(pid) - before) * 1000 / res.verified if pid and res.verified else None
-    return res, cpu, (rss_mb(pid) if pid else None)
+    conns_after = fake_connections(fake_url)
+    per_stream = (conns_after - conns) / (res.verified + res.errors) if conns is not None and conns_after is not None and res.verified + res.errors else None
+    return res, cpu, (rss_mb(pid) if pid else None), per_stream
 
 
 def fmt(x: float | None, nd: int = 2, signed: bool = False) -> str:
@@ -198,28 +215,29 @@ async def bench(args: argparse.Namespace, gw_url: str, fake_url: str, gw_pid: in
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     for up in args.upstreams:
         for c in args.concurrency:
-            res, _, _ = await measure(fake_url + BASES[up], up, f"bench-chunks{args.chunks[0]}", c, args.duration, args.chunks[0], None)
+            res, _, _, _ = await measure(fake_url + BASES[up], up, f"bench-chunks{args.chunks[0]}", c, args.duration, args.chunks[0], None)
             direct[(up, c)] = res
             errors += res.errors
             log(f"direct {up:16} c={c:<3} {res.streams_per_s:8.1f} streams/s  TTFB p50 {res.pct(50):.2f} ms  errors {res.errors}")
     for caller, up in args.pairs:
         if True:
             for c in args.concurrency:
-                res, cpu, rss = await measure(gw_url, caller, route_model(up, args.chunks[0], args.chunks[0]), c, args.duration, args.chunks[0], gw_pid)
+                res, cpu, rss, conns = await measure(gw_url, caller, route_model(up, args.chunks[0], args.chunks[0]), c, args.duration,
+                                                     args.chunks[0], gw_pid, fake_url)
                 d = direct[(up, c)]
                 errors += res.errors
-                row = {**res.summary(), "caller": caller, "upstream": up, "cpu_ms_per_stream": cpu, "rss_mb": rss,
+                row = {**res.summary(), "caller": caller, "upstream": up, "cpu_ms_per_stream": cpu, "rss_mb": rss, "upstream_conns_per_stream": conns,
                        "ttfb_p50_added_ms": res.pct(50) - d.pct(50), "ttfb_p99_added_ms": res.pct(99) - d.pct(99),
                        "direct_streams_per_s": d.streams_per_s}
                 rows.append(row)
                 log(f"{caller:16} -> {up:16} c={c:<3} {res.streams_per_s:8.1f} streams/s  CPU {fmt(cpu)} ms/stream  "
-                    f"TTFB p50 {res.pct(50):.2f} ms  errors {res.errors}" + (f"  {res.error_samples}" if res.errors else ""))
+                    f"TTFB p50 {res.pct(50):.2f} ms  upstream conns/stream {fmt(conns)}  errors {res.errors}" + (f"  {res.error_samples}" if res.errors else ""))
     if len(args.chunks) == 2 and not args.no_per_chunk:
         lo, hi = args.chunks
         c = args.per_chunk_concurrency
         for caller, up in args.per_chunk_pairs:
-            r_lo, cpu_lo, _ = await measure(gw_url, caller, route_model(up, lo, lo), c, args.duration, lo, gw_pid)
-            r_hi, cpu_hi, _ = await measure(gw_url, caller, route_model(up, hi, lo), c, args.duration, hi, gw_pid)
+            r_lo, cpu_lo, _, _ = await measure(gw_url, caller, route_model(up, lo, lo), c, args.duration, lo, gw_pid)
+            r_hi, cpu_hi, _, _ = await measure(gw_url, caller, route_model(up, hi, lo), c, args.duration, hi, gw_pid)
             errors += r_lo.errors + r_hi.errors
             per = (cpu_hi - cpu_lo) / (hi - lo) * 1000 if cpu_lo is not None and cpu_hi is not None else None
             chunk_rows.append({"caller": caller, "upstream": up, "concurrency": c, f"cpu_ms_{lo}": cpu_lo, f"cpu_ms_{hi}": cpu_hi,
@@ -230,12 +248,12 @@ async def bench(args: argparse.Namespace, gw_url: str, fake_url: str, gw_pid: in
 
 
 def markdown(rows: list[dict], chunk_rows: list[dict], chunks: list[int]) -> str:
-    out = ["| caller | upstream | C | streams/s | gateway CPU ms/stream | TTFB p50 ms (added) | TTFB p99 ms (added) | RSS MB | errors |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| caller | upstream | C | streams/s | gateway CPU ms/stream | TTFB p50 ms (added) | TTFB p99 ms (added) | RSS MB | upstream conns/stream | errors |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| {r['caller']} | {r['upstream']} | {r['concurrency']} | {r['streams_per_s']:.0f} | {fmt(r['cpu_ms_per_stream'])} | "
                    f"{fmt(r['ttfb_p50_ms'])} ({fmt(r['ttfb_p50_added_ms'], signed=True)}) | {fmt(r['ttfb_p99_ms'])} ({fmt(r['ttfb_p99_added_ms'], signed=True)}) | "
-                   f"{fmt(r['rss_mb'], 0)} | {r['errors']} |")
+                   f"{fmt(r['rss_mb'], 0)} | {fmt(r['upstream_conns_per_stream'])} | {r['errors']} |")
     if chunk_rows:
         lo, hi = chunks
         out += ["", f"Per-chunk cost (concurrency {chunk_rows[0]['concurrency']}): gateway CPU per stream at {lo} and {hi} text chunks.", "",

@@ -113,6 +113,22 @@ def test_openai_chat_needs_done_exactly_once() -> None:
     assert not loadgen.verify("openai-chat", 200, b"".join(events) + b"data: [DONE]\n\n", 5).ok
 
 
+def test_fake_stats_count_connections(fake_url: str) -> None:
+    import json
+    import urllib.request
+
+    def stats() -> dict:
+        with urllib.request.urlopen(fake_url + "/stats", timeout=2) as r:
+            return json.loads(r.read())
+
+    before = stats()
+    res = run(loadgen.run_load(fake_url, "anthropic", "bench-model", concurrency=2, requests=10, chunks=5))
+    after = stats()
+    assert res.verified == 10
+    assert after["requests"] - before["requests"] >= 10
+    assert after["connections"] - before["connections"] <= 3  # keep-alive: 2 workers, + the first stats call
+
+
 def test_fake_replies_are_well_formed_sse() -> None:
     for dialect in DIALECTS:
         body = b"".join(fake_upstream.events(dialect, 5)).decode()

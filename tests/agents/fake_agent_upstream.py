@@ -26,8 +26,14 @@ signature came back where that API requires it and otherwise answers that API's 
 * Gemini: ``Function call is missing a thought_signature in functionCall parts. ...`` with status
   ``INVALID_ARGUMENT`` (or ``Corrupted thought signature.``).
 
-Other real-API rejections worth reproducing because agents react to them: Anthropic answers
-``messages.N.role: Input should be 'user' or 'assistant'`` to a ``system`` turn inside ``messages``.
+Other real-API rejections worth reproducing (see :func:`validate`), each with the provider's own
+message: Anthropic's ``messages.N.role: Input should be 'user' or 'assistant'`` for a ``system`` turn
+inside ``messages`` (Claude Code reacts to exactly this one by folding those turns in); OpenAI's
+``Invalid 'user': string too long`` (64 characters at most, Chat and Responses), function names
+outside ``^[a-zA-Z0-9_-]{1,64}$`` and Responses ``call_id`` over 64; Anthropic tool names and
+``tool_use`` ids outside their patterns; Gemini's ``Unknown name "..." at
+'tools[0].function_declarations[N].parameters': Cannot find field.`` for JSON Schema keywords that
+its OpenAPI-subset ``parameters`` does not have.
 
 Every request is recorded (:class:`Seen`: path, query, headers, body, what the fake decided) so
 tests can assert on what the gateway sent upstream. Streaming endpoints are the point; the
@@ -449,6 +455,9 @@ def anthropic_error(message: str) -> dict[str, Any]:
 
 
 def openai_error(message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    if code is None and "string too long" in message:
+        code = "string_above_max_length"
+        param = message.split("'")[1]
     return {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
 
 
@@ -516,6 +525,88 @@ def check_signature(dialect: str, body: dict[str, Any]) -> tuple[str | None, str
                 return sig, None
         return None, None
     return None, None  # openai-chat: reasoning_content carries no signature
+
+
+# --------------------------------------------------------------------------------------------
+# Validation a real provider does before it answers (only rules with a known, quoted message)
+
+OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+ANTHROPIC_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+ANTHROPIC_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+# The fields of Gemini's ``Schema`` (the OpenAPI subset that ``parameters`` takes).
+GEMINI_SCHEMA_FIELDS = {
+    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties", "required",
+    "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
+    "default", "items", "minimum", "maximum",
+}  # fmt: skip
+
+
+def _gemini_schema_problem(schema: Any, where: str) -> str | None:
+    if not isinstance(schema, dict):
+        return None
+    for key, value in schema.items():
+        if key not in GEMINI_SCHEMA_FIELDS:
+            return f'Invalid JSON payload received. Unknown name "{key}" at \'{where}\': Cannot find field.'
+        if key == "properties" and isinstance(value, dict):
+            for name, sub in value.items():
+                problem = _gemini_schema_problem(sub, f"{where}.properties[{name}].value")
+                if problem:
+                    return problem
+        elif key == "items":
+            problem = _gemini_schema_problem(value, f"{where}.items")
+            if problem:
+                return problem
+        elif key == "anyOf" and isinstance(value, list):
+            for n, sub in enumerate(value):
+                problem = _gemini_schema_problem(sub, f"{where}.any_of[{n}]")
+                if problem:
+                    return problem
+    return None
+
+
+def _too_long(field: str, value: Any, limit: int = 64) -> str | None:
+    if isinstance(value, str) and len(value) > limit:
+        return f"Invalid '{field}': string too long. Expected a string with maximum length {limit}, but got a string with length {len(value)} instead."
+    return None
+
+
+def validate(dialect: str, body: dict[str, Any]) -> str | None:
+    """The real API's 400 message for a request it would refuse, or None."""
+    if dialect == "anthropic":
+        for i, m in enumerate(body.get("messages") or []):
+            if m.get("role") not in ("user", "assistant"):
+                return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+            for j, b in enumerate(m.get("content") if isinstance(m.get("content"), list) else []):
+                if isinstance(b, dict) and b.get("type") == "tool_use" and not ANTHROPIC_TOOL_ID.match(str(b.get("id", ""))):
+                    return f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+        for i, t in enumerate(body.get("tools") or []):
+            if "name" in t and not t.get("type", "custom").startswith(("bash_", "text_editor_", "web_search_", "computer_")) and not ANTHROPIC_TOOL_NAME.match(t["name"]):
+                return f"tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
+        return None
+    if dialect in ("openai-chat", "openai-responses"):
+        problem = _too_long("user", body.get("user")) or _too_long("safety_identifier", body.get("safety_identifier"))
+        if problem:
+            return problem
+        for i, t in enumerate(body.get("tools") or []):
+            fn = t.get("function") if dialect == "openai-chat" else t
+            field = f"tools[{i}].function.name" if dialect == "openai-chat" else f"tools[{i}].name"
+            if t.get("type") == "function" and not OPENAI_NAME.match(str((fn or {}).get("name", ""))):
+                return f"Invalid '{field}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+        if dialect == "openai-responses" and isinstance(body.get("input"), list):
+            for i, it in enumerate(body["input"]):
+                problem = _too_long(f"input[{i}].call_id", it.get("call_id"))
+                if problem:
+                    return problem
+        return None
+    if dialect == "gemini":
+        for i, t in enumerate(body.get("tools") or []):
+            for j, d in enumerate(t.get("functionDeclarations") or []):
+                if "parameters" in d and "parametersJsonSchema" in d:
+                    return f"tools[{i}].function_declarations[{j}]: parameters and parameters_json_schema cannot both be set."
+                problem = _gemini_schema_problem(d.get("parameters"), f"tools[{i}].function_declarations[{j}].parameters")
+                if problem:
+                    return problem
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -608,10 +699,9 @@ class ScriptedUpstream:
                 return 400, gemini_error(message), None
             return 400, openai_error(message, "input" if d == "openai-responses" else "messages"), None
 
-        if d == "anthropic":
-            for i, m in enumerate(body.get("messages") or []):
-                if m.get("role") not in ("user", "assistant"):
-                    return fail(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        problem = validate(d, body)
+        if problem:
+            return fail(problem)
 
         result = tool_result(d, body)
         seen.tool_result = result

@@ -367,3 +367,15 @@ def test_error_capture_bodies(name, status, kind, code):
     err = CODEC.decode_error(status, (CAPTURES / f"{name}.json").read_bytes())
     assert (err.kind, err.status, err.raw) == (kind, status, code) and err.message
     assert CODEC.render_error(err)[1]["error"]["code"] == code
+
+
+async def test_sdk_async_stream(server):
+    events = decode_file("tool_call")
+    server.status, server.ctype = 200, "text/event-stream"
+    server.body = encode(events, ctx(upstream="anthropic", model="smart"))
+    client = server.client()
+    stream = await client.aio.interactions.create(model="smart", input="hi", stream=True)
+    got = [e async for e in stream]
+    assert got[-1].event_type == "interaction.completed" and got[-1].interaction.status == "requires_action"
+    starts = [e.step for e in got if e.event_type == "step.start"]
+    assert starts[1].type == "function_call" and starts[1].id == "call_weather_1" and starts[1].name == "get_weather"

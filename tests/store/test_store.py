@@ -197,3 +197,37 @@ async def test_memory_store_works() -> None:
         assert await collect(store, "i", None) == [(0, b"e0")]
     finally:
         await store.close()
+
+
+async def test_concurrent_appends_many_streams(store: Store) -> None:
+    """Many live streams at once (SQLite commits them in groups): each log stays dense and ordered,
+    and a refused append (finished log) fails alone."""
+    await store.finish("closed", "completed")
+
+    async def one(k: int) -> list[int]:
+        return [await store.append(f"m{k}", f"{k}:{i}".encode()) for i in range(30)]
+
+    late = asyncio.create_task(store.append("closed", b"late"))
+    seqs = await asyncio.gather(*(one(k) for k in range(20)))
+    with pytest.raises(LogClosed):
+        await late
+    assert all(s == list(range(30)) for s in seqs)
+    for k in range(20):
+        assert await store.events_after(f"m{k}", None) == [(i, f"{k}:{i}".encode()) for i in range(30)]
+
+
+async def test_caller_hangs_up_while_following(store: Store) -> None:
+    """A follower cancelled mid-wait (the caller left) leaves the store fully usable."""
+    await store.claim("h", "owner-A")
+    await store.append("h", b"e0")
+    for _ in range(3):
+        task = asyncio.create_task(collect(store, "h", None))
+        await asyncio.sleep(0.15)  # it is now blocked waiting for the live tail
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert await store.append("h", b"e1") == 1
+    await store.put("interaction", "h", {"id": "h"})
+    assert await store.get("interaction", "h") == {"id": "h"}
+    await store.finish("h", "completed")
+    assert await collect(store, "h", None) == [(0, b"e0"), (1, b"e1")]

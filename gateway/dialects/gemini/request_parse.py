@@ -143,6 +143,16 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     return req
 
 
+def _add_signed(out: list[Part], thinking: ThinkingPart) -> None:
+    """A signature on a non-thought part signs the thought text right before it, when there is one
+    (our encoder puts a thinking block's signature on the next part, as Gemini does): keep text and
+    signature together, since some providers (Anthropic) sign the text itself."""
+    if out and isinstance(out[-1], ThinkingPart) and out[-1].signature is None and out[-1].redacted_data is None:
+        out[-1].signature, out[-1].origin = thinking.signature, thinking.origin
+    else:
+        out.append(thinking)
+
+
 def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
     sig = get_str(part, "thoughtSignature", f"{path}.thoughtSignature")
     thinking: ThinkingPart | None = None
@@ -152,19 +162,25 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
     if "text" in part:
         text = get_str(part, "text", f"{path}.text") or ""
         if get_bool(part, "thought", f"{path}.thought"):
-            if thinking is not None:
+            previous = out[-1] if out else None
+            if isinstance(previous, ThinkingPart) and previous.signature is None and previous.redacted_data is None:
+                # consecutive thought parts are one thought streamed in pieces: keep them together
+                previous.text += text
+                if thinking is not None:
+                    previous.signature, previous.origin = thinking.signature, thinking.origin
+            elif thinking is not None:
                 thinking.text = text
                 out.append(thinking)
             else:
                 out.append(ThinkingPart(text=text))
             return
         if thinking is not None:
-            out.append(thinking)
+            _add_signed(out, thinking)
         if text:
             out.append(TextPart(text))
         return
     if thinking is not None:
-        out.append(thinking)
+        _add_signed(out, thinking)
     if "inlineData" in part:
         blob = _camel(get_dict(part, "inlineData", f"{path}.inlineData", required=True) or {})
         mime = get_str(blob, "mimeType", f"{path}.inlineData.mimeType", required=True) or ""
