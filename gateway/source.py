@@ -8,6 +8,8 @@ A JSON body (an upstream that ignored the stream switch) is decoded whole.
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from gateway.dialects.base import Codec
@@ -122,6 +124,28 @@ class HttpEventSource(EventSource):
         return self._codec.decode_whole(obj)
 
     async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.done and not self.synthetic and not self.is_json:
+                await self._drain()
+        finally:
             await self._provider.close_response(self._response)
+
+    async def _drain(self) -> None:
+        """Read the rest of a finished body so the connection goes back to the pool.
+
+        The dialect's terminator usually arrives just before the body's end; closing before
+        reading that end would throw the connection away (a new TCP + TLS handshake next time).
+        Bounded: a body that goes on after its terminator is cut after 64 KiB or 200 ms.
+        """
+        budget = 65536
+        try:
+            async with asyncio.timeout(0.2):
+                async for chunk in self._chunks:
+                    budget -= len(chunk)
+                    if budget < 0:
+                        return
+        except (TimeoutError, httpx.HTTPError):
+            return

@@ -17,7 +17,7 @@ from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.fake_upstream import FakeUpstream, ServerThread
 
-UPSTREAM_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
+UPSTREAM_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
 
 
 def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
@@ -26,6 +26,7 @@ def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
         "openai-chat": fake_url + "/v1",
         "openai-responses": fake_url + "/v1",
         "gemini": fake_url,
+        "gemini-interactions": fake_url,
     }
     providers = [
         {

@@ -138,6 +138,23 @@ def upstream_view(r: Received) -> dict[str, Any]:
                 output = item["output"]
                 view["results"].append((item["call_id"], output if isinstance(output, str) else "".join(x.get("text", "") for x in output)))
         view["key"] = r.headers.get("authorization")
+    elif r.dialect == "gemini-interactions":
+        view["model"], view["system"] = b.get("model"), b.get("system_instruction") or ""
+        view["limit"] = (b.get("generation_config") or {}).get("max_output_tokens")
+        view["tools"] = [t["name"] for t in b.get("tools", []) if t.get("type") == "function"]
+        steps = b["input"] if isinstance(b["input"], list) else [{"type": "user_input", "content": [{"type": "text", "text": b["input"]}]}]
+        for step in steps:
+            kind = step.get("type")
+            if kind in ("user_input", "model_output"):
+                content = step.get("content") or []
+                view["texts"] += [c["text"] for c in content if c.get("type") == "text"]
+            elif kind == "function_call":
+                view["calls"].append((step["id"], step["name"]))
+            elif kind == "function_result":
+                result = step["result"]
+                text = result if isinstance(result, str) else json.dumps(result) if isinstance(result, dict) else "".join(x.get("text", "") for x in result)
+                view["results"].append((step["call_id"], text))
+        view["key"] = r.headers.get("x-goog-api-key")
     else:
         view["model"] = r.path.split("/models/", 1)[1].rsplit(":", 1)[0]
         view["system"] = "".join(p.get("text", "") for p in (b.get("systemInstruction") or {}).get("parts", []))

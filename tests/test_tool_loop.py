@@ -23,7 +23,7 @@ from tests.support.fake_upstream import FakeUpstream
 
 CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
 FINAL = "It is 18°C in Paris."
-SIGNATURES = {"gemini": "Z2VtaW5pLXNpZy0x", "anthropic": "YW50aHJvcGljLXNpZy0x", "openai-responses": "gAAAAABresponses-sig-1"}
+SIGNATURES = {"gemini-interactions": "aW50ZXJhY3Rpb25zLXNpZy0x", "gemini": "Z2VtaW5pLXNpZy0x", "anthropic": "YW50aHJvcGljLXNpZy0x", "openai-responses": "gAAAAABresponses-sig-1"}
 
 
 def loop_anthropic(url: str, first: str, second: str) -> str:
@@ -108,6 +108,12 @@ def turn_two_call_and_result(received: Any) -> tuple[Any, Any, dict[str, Any]]:
         result = next(i for i in b["input"] if i.get("type") == "function_call_output")
         reasoning = [i for i in b["input"] if i.get("type") == "reasoning"]
         return call["call_id"], result["call_id"], {"signature": reasoning[0].get("encrypted_content") if reasoning else None}
+    if received.dialect == "gemini-interactions":
+        steps = b["input"]
+        call = next(x for x in steps if x.get("type") == "function_call")
+        result = next(x for x in steps if x.get("type") == "function_result")
+        thought = [x for x in steps if x.get("type") == "thought"]
+        return call["id"], result["call_id"], {"signature": thought[0].get("signature") if thought else None}
     parts = [p for c in b["contents"] for p in c["parts"]]
     call_part = next(p for p in parts if "functionCall" in p)
     result = next(p["functionResponse"] for p in parts if "functionResponse" in p)

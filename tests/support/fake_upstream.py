@@ -56,6 +56,8 @@ class FakeUpstream:
             return "openai-responses"
         if ":streamGenerateContent" in path or ":generateContent" in path:
             return "gemini"
+        if path.endswith("/interactions"):
+            return "gemini-interactions"
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -151,7 +153,7 @@ class FakeUpstream:
     async def _slow_stream(self, dialect: str, send: Any) -> None:
         """The ``long_500`` answer, one event every 50 ms (for disconnect tests)."""
         data = (self.captures / dialect / "long_500.sse").read_bytes()
-        sep = b"\r\n\r\n" if dialect == "gemini" else b"\n\n"
+        sep = b"\r\n\r\n" if dialect == "gemini" else b"\n\n"  # (Interactions uses LF like the others)
         frames = [f + sep for f in data.split(sep) if f.strip()]
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         for frame in frames:
