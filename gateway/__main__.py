@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -55,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = uvicorn.Config(app_from_env(), **common)  # type: ignore[arg-type]
     server = GracefulServer(config)
-    asyncio.run(server.serve())
+    server.run()  # picks uvloop when installed (loop="auto")
     return 0
 
 

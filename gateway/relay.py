@@ -25,6 +25,7 @@ from gateway.observe import AccessRecord
 from gateway.passthrough import FramePassthrough
 from gateway.reply import ReplyBuilder
 from gateway.source import HttpEventSource
+from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -58,55 +59,6 @@ def check_auth(keys: list[str], scope: Scope, query: dict[str, str]) -> None:
         ok |= hmac.compare_digest(presented_b, key.encode())
     if not ok:
         raise GatewayError("authentication", "invalid API key", 401)
-
-
-class KeepaliveWriter:
-    """Sends body chunks; while the upstream is silent, sends the encoder's keepalive bytes.
-
-    One timer per stream checks the time since the last write; no task per chunk.
-    """
-
-    def __init__(self, send: Send, keepalive: bytes, interval: float) -> None:
-        self._send = send
-        self._keepalive = keepalive
-        self._interval = interval
-        self._loop = asyncio.get_running_loop()
-        self._last = self._loop.time()
-        self._pending: asyncio.Task[None] | None = None
-        self._busy = False
-        self._handle = self._loop.call_later(interval, self._tick) if keepalive and interval > 0 else None
-
-    def _tick(self) -> None:
-        now = self._loop.time()
-        if not self._busy and self._pending is None and now - self._last >= self._interval:
-            self._pending = self._loop.create_task(self._write_keepalive())
-        self._handle = self._loop.call_later(self._interval, self._tick)
-
-    async def _write_keepalive(self) -> None:
-        try:
-            await self._send({"type": "http.response.body", "body": self._keepalive, "more_body": True})
-            self._last = self._loop.time()
-        except Exception:  # the caller is gone: the disconnect watcher will cancel us
-            pass
-        finally:
-            self._pending = None
-
-    async def write(self, body: bytes, more: bool = True) -> None:
-        if self._pending is not None:
-            await self._pending
-        self._busy = True
-        try:
-            await self._send({"type": "http.response.body", "body": body, "more_body": more})
-        finally:
-            self._busy = False
-        self._last = self._loop.time()
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        if self._pending is not None:
-            self._pending.cancel()
 
 
 def _note_usage(record: AccessRecord, event: Event) -> None:
@@ -195,52 +147,50 @@ class Relay:
         passthrough = None
         if isinstance(source, HttpEventSource) and source.keep_frames:
             passthrough = FramePassthrough(codec.name, ctx.model, ctx.request.include_usage, encoder)
-        writer = KeepaliveWriter(send, encoder.keepalive(), state.settings.server.keepalive_seconds)
+        writer = StreamWriter(send, encoder.keepalive(), state.settings.server.keepalive_seconds, idle)
         task = asyncio.current_task()
         state.live_streams.add(task)
         try:
             batch = opened.first
             loop = asyncio.get_running_loop()
             encode = encoder.encode
-            async with asyncio.timeout(None) as deadline:
-                while True:
-                    if passthrough is None:
-                        out = b"".join([encode(e) for e in batch])
-                    else:
-                        out = passthrough.render(source.take_frames())  # type: ignore[union-attr]
-                        if batch and type(batch[-1]) is StreamError and source.synthetic:  # type: ignore[union-attr]
-                            out += passthrough.error_tail(batch[-1])  # type: ignore[arg-type]
-                    finished = False
-                    for event in batch:
-                        if type(event) in (Usage, End, StreamError):
-                            _note_usage(record, event)
-                            finished = finished or type(event) is not Usage
-                    if out:
-                        record.first_byte()
-                        await writer.write(out)
-                    if finished:
-                        break
-                    if source.done:  # defensive: a source must end with End/StreamError
-                        tail = StreamError("truncated", "upstream stream ended without its terminator", 502)
-                        await writer.write(encode(tail) if passthrough is None else passthrough.error_tail(tail))
-                        break
-                    # The idle timeout covers the upstream read only, never a slow caller's write.
-                    deadline.reschedule(loop.time() + idle)
-                    batch = await source.next_batch()
-                    deadline.reschedule(None)
-            await writer.write(b"", more=False)
-        except TimeoutError:
-            # the deadline cancelled the upstream read: the upstream went silent
-            err = StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)
-            _note_usage(record, err)
-            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
+            while True:
+                if passthrough is None:
+                    out = b"".join([encode(e) for e in batch])
+                else:
+                    out = passthrough.render(source.take_frames())  # type: ignore[union-attr]
+                    if batch and type(batch[-1]) is StreamError and source.synthetic:  # type: ignore[union-attr]
+                        out += passthrough.error_tail(batch[-1])  # type: ignore[arg-type]
+                finished = False
+                for event in batch:
+                    if type(event) in (Usage, End, StreamError):
+                        _note_usage(record, event)
+                        finished = finished or type(event) is not Usage
+                if out:
+                    record.first_byte()
+                    await writer.write(out)
+                if finished:
+                    break
+                if source.done:  # defensive: a source must end with End/StreamError
+                    tail = StreamError("truncated", "upstream stream ended without its terminator", 502)
+                    await writer.write(encode(tail) if passthrough is None else passthrough.error_tail(tail))
+                    break
+                # The idle watchdog (in StreamWriter) covers the upstream read only, never a slow caller.
+                writer.waiting = True
+                batch = await source.next_batch()
+                writer.waiting = False
+                writer.upstream_at = loop.time()
             await writer.write(b"", more=False)
         except asyncio.CancelledError:
-            if not state.shutting_down or task is None:
+            if task is None or not (writer.idle_expired or state.shutting_down):
                 raise
-            # graceful shutdown ran out of time: end the stream in-dialect instead of cutting it
+            # Not the caller leaving: the upstream went silent, or shutdown's grace ran out.
+            # End the stream in the caller's dialect instead of cutting it.
             task.uncancel()
-            err = StreamError("overloaded", "the gateway is shutting down; retry the request", 503)
+            if writer.idle_expired:
+                err = StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)
+            else:
+                err = StreamError("overloaded", "the gateway is shutting down; retry the request", 503)
             _note_usage(record, err)
             await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
             await writer.write(b"", more=False)

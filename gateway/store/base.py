@@ -104,7 +104,8 @@ class Store(abc.ABC):
     ) -> AsyncIterator[tuple[int, bytes]]:
         """Yield the events after ``after``, then the live tail, each exactly once; return when
         the log is finished. Raise :class:`OwnerGone` when the log is unfinished and the owner's
-        heartbeat (or, if it never claimed, the start of this call) is older than ``dead_after``.
+        heartbeat is older than ``dead_after`` (for a log never claimed: the time since the last event
+        this call received, or since it started). An ``after`` past the end yields nothing.
 
         ``poll`` is how often to look for appends made by other processes (SQLite; in-process
         appends wake followers at once). Redis wakes followers itself (XREAD BLOCK).

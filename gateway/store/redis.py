@@ -2,7 +2,7 @@
 
 Why it is built this way:
 
-* The event log of a stream is a Redis stream ``gw:log:{id}`` with explicit ids ``0-1, 0-2, …``
+* The event log of a stream is a Redis stream ``gw:log:{<id>}`` with explicit ids ``0-1, 0-2, …``
   (entry ``0-(n+1)`` is event ``n``): replay is ``XRANGE``, the live tail is ``XREAD BLOCK`` on
   the same key, so a follower on any replica is woken by Redis itself the moment an event lands,
   and the numbering needs no separate counter.
@@ -13,7 +13,7 @@ Why it is built this way:
   atomic (no append after finish; ``expect=`` detects a second writer) and costs one round trip.
 * Heartbeats are stamped with the Redis server's ``TIME`` and judged against it, so clock skew
   between replicas cannot make a live owner look dead or a dead one look alive.
-* Objects are strings with ``PX`` = the store TTL; logs and their meta hash ``gw:meta:{id}``
+* Objects are strings with ``PX`` = the store TTL; logs and their meta hash ``gw:meta:{<id>}``
   (owner, hb, cancel) get the same TTL, refreshed on every append and heartbeat.
 """
 
@@ -116,7 +116,9 @@ class RedisStore(Store):
         self._status = self._r.register_script(_STATUS)
 
     def _k(self, what: str, *parts: str) -> str:
-        return self._prefix + what + ":" + ":".join(parts)
+        """``gw:log:{id}``: the id in braces is the Redis Cluster hash tag, so the keys one
+        script touches (log, meta, object of one id) share a slot."""
+        return self._prefix + what + ":" + ":".join(parts[:-1] + ("{" + parts[-1] + "}",))
 
     def _log_keys(self, sid: str) -> tuple[str, str]:
         return self._k("log", sid), self._k("meta", sid)
@@ -167,12 +169,13 @@ class RedisStore(Store):
     ) -> AsyncIterator[tuple[int, bytes]]:
         log, _ = self._log_keys(stream_id)
         last_id = f"0-{(after if after is not None else -1) + 1}"
-        started = time.monotonic()
+        idle_since = time.monotonic()
         # How long one XREAD may block before we look at the owner's heartbeat again.
         block_ms = int(max(0.05, min(1.0, dead_after / 2)) * 1000)
         while True:
             resp = await self._r.xread({log: last_id}, count=_BATCH, block=block_ms)
             if resp:
+                idle_since = time.monotonic()
                 for eid, fields in resp[0][1]:
                     last_id = eid.decode()
                     if b"end" in fields:
@@ -180,10 +183,13 @@ class RedisStore(Store):
                     yield _seq(eid), fields[b"d"]
                 continue
             st = await self.log_status(stream_id)
-            if st is not None and (st.finished or st.count > _seq(last_id) + 1):
+            consumed = _seq(last_id) + 1  # events at or before our position
+            if st is not None and st.finished and st.count <= consumed:
+                return  # finished with nothing after us (also when ``after`` was past the end)
+            if st is not None and (st.finished or st.count > consumed):
                 continue  # landed between the XREAD and the status: read it
             if st is None or st.heartbeat_age is None:
-                age = time.monotonic() - started
+                age = time.monotonic() - idle_since  # never claimed: judge by the last event
             else:
                 age = st.heartbeat_age
             if age > dead_after:

@@ -76,7 +76,11 @@ class SQLiteStore(Store):
         self._pending: list[tuple[str, bytes, int | None, asyncio.Future[int]]] = []
         self._drainer: asyncio.Task[None] | None = None
         # Opening is quick and happens once at startup: do it now so a bad path fails early.
-        self._pool.submit(self._open).result()
+        try:
+            self._pool.submit(self._open).result()
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            raise
 
     # -- worker-thread side ---------------------------------------------------------------------------
 
@@ -100,7 +104,8 @@ class SQLiteStore(Store):
         try:
             out = fn(db)
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # some errors (disk full) have rolled back already
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
         return out
@@ -283,13 +288,15 @@ class SQLiteStore(Store):
         self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 5.0
     ) -> AsyncIterator[tuple[int, bytes]]:
         last = -1 if after is None else after
-        started = time.time()
+        idle_since = time.time()  # for a log never claimed: judge liveness by its last event
         wake = asyncio.Event()
         self._waiters.setdefault(stream_id, set()).add(wake)
         try:
             while True:
                 wake.clear()  # before the read: an append after it sets it again, none is lost
                 finished, beat, rows = await self._run(self._read, stream_id, last, _BATCH, time.time())
+                if rows:
+                    idle_since = time.time()
                 for seq, data in rows:
                     last = seq
                     yield seq, data
@@ -297,7 +304,7 @@ class SQLiteStore(Store):
                     continue
                 if finished:
                     return
-                if not rows and time.time() - (beat if beat is not None else started) > dead_after:
+                if not rows and time.time() - (beat if beat is not None else idle_since) > dead_after:
                     raise OwnerGone(f"stream {stream_id!r}: no heartbeat for over {dead_after:g}s")
                 try:
                     await asyncio.wait_for(wake.wait(), poll)

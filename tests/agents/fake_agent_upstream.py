@@ -28,12 +28,17 @@ signature came back where that API requires it and otherwise answers that API's 
 
 Other real-API rejections worth reproducing (see :func:`validate`), each with the provider's own
 message: Anthropic's ``messages.N.role: Input should be 'user' or 'assistant'`` for a ``system`` turn
-inside ``messages`` (Claude Code reacts to exactly this one by folding those turns in); OpenAI's
+inside ``messages`` (Claude Code reacts to exactly this one by folding those turns in), and, as a
+current Claude (4.5 and later) does, ```temperature` and `top_p` cannot both be specified for this
+model``; OpenAI's
 ``Invalid 'user': string too long`` (64 characters at most, Chat and Responses), function names
 outside ``^[a-zA-Z0-9_-]{1,64}$`` and Responses ``call_id`` over 64; Anthropic tool names and
 ``tool_use`` ids outside their patterns; Gemini's ``Unknown name "..." at
 'tools[0].function_declarations[N].parameters': Cannot find field.`` for JSON Schema keywords that
 its OpenAPI-subset ``parameters`` does not have.
+
+Cut variant (the model name contains ``--cut``): the same reply without its stream terminator,
+then a clean close; a gateway must turn that into an error for the agent, never a clean ending.
 
 Every request is recorded (:class:`Seen`: path, query, headers, body, what the fake decided) so
 tests can assert on what the gateway sent upstream. Streaming endpoints are the point; the
@@ -446,6 +451,22 @@ def gemini_whole(model: str, reply: Reply) -> dict[str, Any]:
     return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}], "usageMetadata": GEMINI_USAGE, "modelVersion": model, "responseId": "fakeGeminiResp0001"}
 
 
+def cut_terminator(dialect: str, frames: list[bytes]) -> list[bytes]:
+    """The same stream without its terminator, then a clean close (captures/SCENARIOS.md ``no_terminator``):
+    Anthropic without ``message_stop``, chat without ``[DONE]``, Responses without
+    ``response.completed``, Gemini without the chunk's ``finishReason``."""
+    if dialect == "anthropic":
+        return [f for f in frames if not f.startswith(b"event: message_stop")]
+    if dialect == "openai-chat":
+        return [f for f in frames if not f.startswith(b"data: [DONE]")]
+    if dialect == "openai-responses":
+        return [f for f in frames if not f.startswith(b"event: response.completed")]
+    last = orjson.loads(frames[-1][len(b"data: ") :].strip())
+    for cand in last.get("candidates") or []:
+        cand.pop("finishReason", None)
+    return [*frames[:-1], b"data: " + orjson.dumps(last) + b"\r\n\r\n"]
+
+
 # --------------------------------------------------------------------------------------------
 # Errors in each API's own shape
 
@@ -573,6 +594,9 @@ def _too_long(field: str, value: Any, limit: int = 64) -> str | None:
 def validate(dialect: str, body: dict[str, Any]) -> str | None:
     """The real API's 400 message for a request it would refuse, or None."""
     if dialect == "anthropic":
+        # The fake plays a current Claude (Sonnet/Haiku 4.5 and later), which refuses the pair.
+        if body.get("temperature") is not None and body.get("top_p") is not None:
+            return "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
         for i, m in enumerate(body.get("messages") or []):
             if m.get("role") not in ("user", "assistant"):
                 return f"messages.{i}.role: Input should be 'user' or 'assistant'"
@@ -736,6 +760,14 @@ class ScriptedUpstream:
 
     @staticmethod
     def render(seen: Seen, reply: Reply) -> tuple[int, Any, list[bytes] | None]:
+        status, whole, frames = ScriptedUpstream._render(seen, reply)
+        if frames is not None and "--cut" in seen.model:
+            seen.action += "+cut"
+            frames = cut_terminator(seen.dialect, frames)
+        return status, whole, frames
+
+    @staticmethod
+    def _render(seen: Seen, reply: Reply) -> tuple[int, Any, list[bytes] | None]:
         d, model = seen.dialect, seen.model
         if d == "anthropic":
             return (200, None, anthropic_stream(model, reply)) if seen.stream else (200, anthropic_whole(model, reply), None)

@@ -53,12 +53,14 @@ class AgentRun:
     answer: str | None = None  # the agent's final text, from its JSON output
     timed_out: bool = False
     events: list[dict] = field(default_factory=list)  # Codex's JSON lines
+    outcome: str = ""  # the CLI's own words about how the turn ended (error message, result)
 
     def describe(self) -> str:
-        tail = lambda s: s[-3000:]  # noqa: E731
+        out = self.stdout if not self.outcome else self.stdout[-600:]
         return (
             f"{self.cli} exit={self.returncode} timed_out={self.timed_out} in {self.seconds:.1f}s\n"
-            f"answer={self.answer!r}\n--- stdout (tail) ---\n{tail(self.stdout)}\n--- stderr (tail) ---\n{tail(self.stderr)}"
+            f"answer={self.answer!r}\noutcome: {self.outcome or '(no JSON result parsed)'}\n"
+            f"--- stdout (tail) ---\n{out[-2500:]}\n--- stderr (tail) ---\n{self.stderr[-1500:]}"
         )
 
 
@@ -144,8 +146,11 @@ def run_claude(base_url: str, model: str, prompt: str, cwd: Path, timeout: float
     cmd = [str(CLIS["claude"]), "-p", prompt, "--model", model, "--output-format", "json"]
     run = _run("claude", cmd, env, cwd, timeout)
     data = _json_object(run.stdout)
-    if data is not None and not data.get("is_error") and isinstance(data.get("result"), str):
-        run.answer = data["result"]
+    if data is not None:
+        keys = ("is_error", "api_error_status", "terminal_reason", "result")
+        run.outcome = ", ".join(f"{k}={data.get(k)!r}" for k in keys)
+        if not data.get("is_error") and isinstance(data.get("result"), str):
+            run.answer = data["result"]
     return run
 
 
@@ -175,6 +180,8 @@ def run_codex(base_url: str, model: str, prompt: str, cwd: Path, timeout: float 
         item = event.get("item") or {}
         if event.get("type") == "item.completed" and item.get("type") == "agent_message":
             texts.append(item.get("text", ""))
+        if event.get("type") in ("turn.failed", "error", "turn.completed"):
+            run.outcome = (run.outcome + " | " if run.outcome else "") + json.dumps(event)[:800]
     if texts and any(e.get("type") == "turn.completed" for e in run.events):
         run.answer = texts[-1]
     return run
@@ -196,8 +203,10 @@ def run_gemini(base_url: str, model: str, prompt: str, cwd: Path, timeout: float
     cmd = [str(CLIS["gemini"]), "-m", model, "--output-format", "json", "-p", prompt]
     run = _run("gemini", cmd, env, cwd, timeout)
     data = _json_object(run.stdout)
-    if data is not None and isinstance(data.get("response"), str) and not data.get("error"):
-        run.answer = data["response"]
+    if data is not None:
+        run.outcome = f"response={str(data.get('response'))[:300]!r}, error={data.get('error')!r}"
+        if isinstance(data.get("response"), str) and not data.get("error"):
+            run.answer = data["response"]
     return run
 
 

@@ -18,9 +18,14 @@ NATIVE = {"claude": "anthropic", "codex": "openai-responses", "gemini": "gemini"
 FILE_NAME = "notes.txt"
 
 
-def task_model(dialect: str, task: str) -> str:
-    """The model name the CLI is given: the route picks the upstream, the suffix the fake's script."""
-    return f"agent-{dialect}--{task}"
+def task_model(dialect: str, task: str, prefix: str = "") -> str:
+    """The model name the CLI is given: the route picks the upstream, the suffix the fake's script.
+
+    ``prefix`` puts a name the CLI knows in front (``claude-sonnet-4-5--``): Claude Code then sends
+    ``thinking: {type: enabled, budget_tokens}`` and no ``system`` turns in ``messages``, instead of
+    what it sends for names it does not know (adaptive thinking, ``system`` turns).
+    """
+    return f"{prefix}agent-{dialect}--{task}"
 
 
 def work_folder(path: Path) -> Path:
@@ -58,7 +63,7 @@ def gateway_config(fake_url: str, state_dir: Path) -> dict[str, Any]:
         }
         for d in DIALECTS
     ]
-    routes = [{"model": f"agent-{d}--*", "provider": f"up-{d}"} for d in DIALECTS]
+    routes = [{"model": f"*agent-{d}--*", "provider": f"up-{d}"} for d in DIALECTS]
     routes.append({"model": "*", "provider": "up-anthropic"})  # background calls (e.g. Claude Code's small model)
     return {
         "server": {"access_log": False},

@@ -65,9 +65,15 @@ def gateway(fake: tuple[ScriptedUpstream, ServerThread], tmp_path_factory: pytes
 
 
 def _trace(seen: list[Seen]) -> str:
-    lines = []
+    """What the upstream received, one line per request (repeats folded: Claude Code re-sends a 400)."""
+    lines: list[str] = []
     for s in seen:
-        lines.append(f"  {s.path}?{s.query} model={s.model} stream={s.stream} -> {s.status} {s.action}" + (f" error={s.error!r}" if s.error else "") + (f" tool_result={s.tool_result[:120]!r}" if s.tool_result else ""))
+        line = f"  {s.path}?{s.query} model={s.model} stream={s.stream} -> {s.status} {s.action}" + (f" error={s.error!r}" if s.error else "") + (f" tool_result={s.tool_result[:120]!r}" if s.tool_result else "")
+        if lines and lines[-1].split("  [x")[0] == line:
+            count = int(lines[-1].rsplit("[x", 1)[1][:-1]) + 1 if "  [x" in lines[-1] else 2
+            lines[-1] = f"{line}  [x{count}]"
+        else:
+            lines.append(line)
     return "upstream requests:\n" + ("\n".join(lines) or "  (none)")
 
 
@@ -75,11 +81,44 @@ def _trace(seen: list[Seen]) -> str:
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("cli", list(harness.CLIS))
 def test_agent_through_gateway(cli: str, dialect: str, task: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+    check_cell(cli, dialect, task, "", fake[0], gateway, tmp_path)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_claude_known_model_thinking(dialect: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+    """Claude Code with a model name it knows: ``thinking: {type: enabled, budget_tokens: 31999}``."""
+    check_cell("claude", dialect, "thinking", "claude-sonnet-4-5--", fake[0], gateway, tmp_path)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("cli", list(harness.CLIS))
+def test_cut_stream_fails_the_turn(cli: str, dialect: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+    """The upstream's stream ends cleanly but without its terminator: the agent must not finish."""
     if cli in _MISSING:
         pytest.skip(f"{cli} is not installed in {harness.BIN}: run `make agents-setup`")
-    upstream, _ = fake
+    upstream = fake[0]
     upstream.reset()
-    model = task_model(dialect, task)
+    model = task_model(dialect, "cut")
+    work = work_folder(tmp_path / "work")
+    home = harness.make_home(cli)
+    try:
+        run = harness.RUNNERS[cli](gateway.url, model, prompt_for("plain", work), work, timeout=TIMEOUT, home=home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    seen = upstream.requests(model)
+    context = f"\n{run.describe()}\n{_trace(seen)}"
+    assert seen and all(s.action.endswith("+cut") for s in seen), context
+    assert not run.timed_out, "the agent hung on a cut stream" + context
+    assert run.answer is None, f"{cli} took a cut-off stream for a finished answer" + context
+    if cli != "gemini":  # Gemini CLI 0.61 exits 0 and reports the failure as an "error" object in its JSON
+        assert run.returncode != 0, f"{cli} exited 0 on a cut-off stream" + context
+
+
+def check_cell(cli: str, dialect: str, task: str, prefix: str, upstream: ScriptedUpstream, gateway: ServerThread, tmp_path: Path) -> None:
+    if cli in _MISSING:
+        pytest.skip(f"{cli} is not installed in {harness.BIN}: run `make agents-setup`")
+    upstream.reset()
+    model = task_model(dialect, task, prefix)
     work = work_folder(tmp_path / "work")
     home = harness.make_home(cli)
     try:

@@ -74,6 +74,15 @@ async def test_follow_from_every_position_when_finished(store: Store) -> None:
         assert await collect(store, "f", after) == events[start:], after
 
 
+async def test_follow_after_past_the_end(store: Store) -> None:
+    """A bogus ``last_event_id`` beyond the log: nothing to send, and the follow still ends."""
+    for i in range(3):
+        await store.append("p", b"e%d" % i)
+    await store.finish("p", "completed")
+    assert await asyncio.wait_for(collect(store, "p", 50), 5) == []
+    assert await store.events_after("p", 50) == []
+
+
 async def test_follow_many_events_past_one_batch(store: Store) -> None:
     n = 2500  # more than one read batch (1000)
     for i in range(n):
