@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test install clean bench
+.PHONY: run test install clean bench agents-setup test-agents clean-agents
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,3 +25,14 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# Coding agents (tests/agents/): Claude Code, Codex CLI and Gemini CLI, pinned, installed with npm
+# into .agents/ (git-ignored). Both targets succeed with a message where node/npm (>= 20) are missing.
+agents-setup:
+	bash agents/setup.sh
+
+test-agents: $(STAMP) agents-setup
+	RUN_AGENT_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/agents -m agents
+
+clean-agents:
+	rm -rf .agents

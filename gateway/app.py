@@ -27,6 +27,8 @@ from gateway.observe import Observer
 from gateway.relay import Relay, check_auth
 from gateway.router import Router
 from gateway.settings import Settings
+from gateway.stateful import Stateful
+from gateway.store import open_store
 from gateway.upstream import Provider
 
 log = logging.getLogger("gateway")
@@ -42,6 +44,7 @@ class GatewayState:
     live_streams: set[Any] = field(default_factory=set)
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
+    stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
     started: float = field(default_factory=time.time)
 
 
@@ -152,6 +155,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
 
     gemini = GeminiEndpoint(relay)
     from gateway.count_tokens import AnthropicCountEndpoint
+    from gateway.stored_endpoints import StoredEndpoint
 
     routes = [
         Route("/v1/messages", DialectEndpoint(relay, "anthropic"), methods=["POST"]),
@@ -160,6 +164,18 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         Route("/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
         Route("/v1/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
         Route("/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
+        # the SDKs use v1beta; google-genai without an explicit api_version asks for v1
+        *[
+            route
+            for version in ("v1beta", "v1")
+            for route in (
+                Route(f"/{version}/interactions", DialectEndpoint(relay, "gemini-interactions"), methods=["POST"]),
+                Route(f"/{version}/interactions/{{id}}", StoredEndpoint(state, "gemini-interactions"), methods=["GET", "DELETE"]),
+                Route(f"/{version}/interactions/{{id}}/{{action}}", StoredEndpoint(state, "gemini-interactions"), methods=["POST"]),
+            )
+        ],
+        Route("/v1/responses/{id}", StoredEndpoint(state, "openai-responses"), methods=["GET", "DELETE"]),
+        Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -190,12 +206,17 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         for provider in state.providers.values():
             provider.start()
+        store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
+        state.stateful = Stateful(state, store)
         try:
             yield
         finally:
             state.shutting_down = True
+            for task in list(state.stateful.tasks.values()):
+                task.cancel()
             for provider in state.providers.values():
                 await provider.close()
+            await store.close()
             state.observer.stop()
 
     app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)

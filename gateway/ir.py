@@ -127,6 +127,8 @@ class ChatRequest:
     thinking: Thinking | None = None
     response_format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}} or {"type": "json"}
     store: bool | None = None
+    previous_id: str | None = None  # previous_response_id / previous_interaction_id (stateful.py resolves it)
+    background: bool = False  # run detached from the caller's connection (stateful dialects)
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
     dialect: str = ""  # the caller's dialect
     headers: dict[str, str] = field(default_factory=dict)  # provider headers worth forwarding (anthropic-beta …)

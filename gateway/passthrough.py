@@ -8,7 +8,10 @@ usage, the end and errors on the side. Three things are still done:
 * the model name is rewritten to the one the caller asked for when the route renamed it;
 * an OpenAI chat usage-only chunk is dropped when the caller did not ask for usage (the gateway
   always asks upstream, and clients that index ``choices[0]`` break on ``"choices": []``);
-* a stream the upstream cut (or ended without its terminator) still gets an in-dialect error tail.
+* a stream the upstream cut (or ended without its terminator) still gets an in-dialect error tail;
+* frames that carry the stop reason (Anthropic ``message_delta``, an OpenAI chat chunk with a
+  ``finish_reason`` and the usage chunk after it) are held back until the terminator arrives: some
+  clients (Claude Code) take a stop reason as the end, so a stream cut after it must not show one.
 """
 
 from __future__ import annotations
@@ -19,16 +22,17 @@ from typing import Any
 import orjson
 
 from gateway.dialects.base import StreamEncoder
-from gateway.events import Event, MessageStart, StreamError
+from gateway.events import End, Event, MessageStart, StreamError
 from gateway.sse import SSEFrame, encode_frame
 
 
 _EMPTY_CHOICES = re.compile(r'"choices"\s*:\s*\[\s*\]')
 _NULL_USAGE = re.compile(r'"usage"\s*:\s*null')
+_NULL_FINISH = re.compile(r'"finish_reason"\s*:\s*null')
 
 
 class FramePassthrough:
-    __slots__ = ("_dialect", "_caller_model", "_caller_json", "_upstream_json", "_drop_usage", "_encoder", "_last_seq", "_response")
+    __slots__ = ("_dialect", "_caller_model", "_caller_json", "_upstream_json", "_drop_usage", "_encoder", "_last_seq", "_response", "_held")
 
     def __init__(self, dialect: str, caller_model: str, include_usage: bool, encoder: StreamEncoder) -> None:
         self._dialect = dialect
@@ -39,6 +43,7 @@ class FramePassthrough:
         self._encoder = encoder
         self._last_seq = -1  # Responses: the last sequence_number forwarded
         self._response: dict[str, Any] | None = None  # Responses: the response object of response.created
+        self._held: list[bytes] = []  # frames after a stop reason, waiting for the terminator
 
     def render(self, frames: list[tuple[SSEFrame, list[Event]]]) -> bytes:
         out: list[bytes] = []
@@ -53,8 +58,22 @@ class FramePassthrough:
                 data = data.replace(self._upstream_json, self._caller_json)
             if self._dialect == "openai-responses":
                 self._note_responses(frame.event, data)
-            out.append(encode_frame(data, frame.event))
+            encoded = encode_frame(data, frame.event)
+            if self._held or self._carries_stop(frame.event, data):
+                self._held.append(encoded)
+                if any(type(e) is End for e in events):  # the terminator: the held frames are true
+                    out += self._held
+                    self._held = []
+                continue
+            out.append(encoded)
         return b"".join(out)
+
+    def _carries_stop(self, event: str | None, data: str) -> bool:
+        if self._dialect == "anthropic":
+            return event == "message_delta"
+        if self._dialect == "openai-chat":
+            return '"finish_reason"' in data and '"finish_reason":null' not in data and not _NULL_FINISH.search(data)
+        return False
 
     def _note_responses(self, event: str | None, data: str) -> None:
         if event == "response.created" or self._response is None and '"response.created"' in data[:40]:
@@ -73,6 +92,7 @@ class FramePassthrough:
 
     def error_tail(self, err: StreamError) -> bytes:
         """The in-dialect error frames for a stream the gateway had to cut short."""
+        self._held = []  # a stop reason without its terminator is dropped: the stream failed
         if self._dialect != "openai-responses":
             return self._encoder.encode(err)
         # Responses: continue the upstream's numbering and close with response.failed.

@@ -25,6 +25,7 @@ from gateway.observe import AccessRecord
 from gateway.passthrough import FramePassthrough
 from gateway.reply import ReplyBuilder
 from gateway.source import HttpEventSource
+from gateway.stateful import Stateful, new_stored_id
 from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
@@ -92,6 +93,18 @@ class Relay:
                     req.stream = meta.stream
                 self._check_limits(req)
                 resolved = state.router.resolve(req.model)
+                persist: Persist | None = None
+                stateful = state.stateful
+                if stateful is not None and stateful.handles(dialect):
+                    turn = await stateful.prepare(req, dialect)
+                    if stateful.detaches(req, dialect):
+                        record.model, record.stream, record.route = req.model, req.stream, resolved.route
+                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, record)
+                        return
+                    if stateful.persists(req, dialect):
+                        persist = Persist(stateful, dialect, codec, turn)
+                elif req.previous_id or req.background:
+                    raise GatewayError("invalid_request", "this gateway runs without a store: send the full history, without background", 400)
             except ClientGone:
                 record.status, record.error_kind = 499, "client_gone"
                 return
@@ -99,7 +112,7 @@ class Relay:
                 await self._send_error(codec, err, send, record, extra_headers)
                 return
             record.model, record.stream, record.route = req.model, req.stream, resolved.route
-            work = self._relay(codec, req, resolved, send, record, extra_headers)
+            work = self._relay(codec, req, resolved, send, record, extra_headers, persist)
             finished = await run_until_disconnect(work, receive)
             if not finished:
                 record.status, record.error_kind = 499, record.error_kind or "client_gone"
@@ -117,9 +130,39 @@ class Relay:
         record.first_byte()
         await send_json(send, status, body, headers)
 
-    async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
+    async def _detached(
+        self, codec: Codec, req: ChatRequest, resolved: Any, turn: list[Any], receive: Receive, send: Send, headers: list[tuple[bytes, bytes]], record: AccessRecord
+    ) -> None:
+        """A stored interaction / background response: the generation outlives this connection."""
+        stateful = self.state.stateful
+        assert stateful is not None
+        dialect = codec.name
+        if dialect == "openai-responses" and req.store is False:
+            raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
         try:
-            fast = codec.name if req.stream and self.state.fast_path else None
+            opened = await open_upstream(self.state.providers, req, resolved)  # errors: HTTP status, nothing stored
+        except GatewayError as err:
+            record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
+            raise
+        record.attempts = [_attempt_dict(a) for a in opened.attempts]
+        record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
+        record.first_byte()
+        sid = await stateful.start_detached(dialect, codec, req, opened, turn)
+        if req.stream:
+            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers), receive)
+            return
+        if not req.background:
+            await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive)
+        obj = await stateful.stored_object(dialect, sid)
+        if obj is not None and obj.get("status") == "failed" and not req.background:
+            error = obj.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else None
+            raise GatewayError("bad_gateway", message or "the generation failed", 502)
+        await send_json(send, 200, obj, headers)
+
+    async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None) -> None:
+        try:
+            fast = codec.name if req.stream and self.state.fast_path and persist is None else None
             opened = await open_upstream(self.state.providers, req, resolved, fast)
         except GatewayError as err:
             record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
@@ -128,15 +171,19 @@ class Relay:
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
+        if persist is not None:
+            ctx.response_id = new_stored_id(codec.name)
         try:
             if req.stream:
-                await self._stream(codec, ctx, opened, send, record, headers)
+                await self._stream(codec, ctx, opened, send, record, headers, persist)
             else:
-                await self._whole(codec, ctx, opened, send, record, headers)
+                await self._whole(codec, ctx, opened, send, record, headers, persist)
         finally:
             await opened.source.aclose()
 
-    async def _stream(self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
+    async def _stream(
+        self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
+    ) -> None:
         state = self.state
         encoder = codec.stream_encoder(ctx)
         source = opened.source
@@ -166,6 +213,10 @@ class Relay:
                     if type(event) in (Usage, End, StreamError):
                         _note_usage(record, event)
                         finished = finished or type(event) is not Usage
+                if persist is not None:
+                    persist.builder.extend(batch)
+                    if finished:  # stored before the caller sees the end, so a follow-up finds it
+                        await persist.done(ctx)
                 if out:
                     record.first_byte()
                     await writer.write(out)
@@ -201,8 +252,10 @@ class Relay:
         if record.error_kind:
             record.status = 200  # the HTTP status was 200; the failure is in error_kind
 
-    async def _whole(self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
-        builder = ReplyBuilder()
+    async def _whole(
+        self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
+    ) -> None:
+        builder = persist.builder if persist is not None else ReplyBuilder()
         source = opened.source
         idle = opened.provider.settings.idle_timeout
         batch = opened.first
@@ -227,8 +280,23 @@ class Relay:
             await self._send_error(codec, err, send, record, headers)
             return
         body = codec.encode_whole(reply, ctx)
+        if persist is not None:
+            await persist.done(ctx)  # stored before the caller sees it, so a follow-up finds it
         record.first_byte()
         await send_json(send, 200, body, headers)
+
+
+class Persist:
+    """Keeps a stored (not detached) Responses answer: folds its events, stores it at the end."""
+
+    def __init__(self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Any]) -> None:
+        self.stateful, self.dialect, self.codec, self.turn = stateful, dialect, codec, turn
+        self.builder = ReplyBuilder()
+
+    async def done(self, ctx: EncodeContext) -> None:
+        reply = self.builder.reply
+        if reply.error is None and reply.end is not None:
+            await self.stateful.persist(self.dialect, self.codec, ctx, reply, self.turn)
 
 
 def _attempt_dict(attempt: Any) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class RouteSettings(BaseModel):
 class StoreSettings(BaseModel):
     url: str = "sqlite:///gateway-state.db"
     ttl_hours: float = 24.0
+    max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
 
 
 class Settings(BaseSettings):

@@ -47,6 +47,7 @@ def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
     return {
         "server": {"keepalive_seconds": 0.5, "access_log": False, **server},
         "auth": {"keys_env": ""},
+        "store": {"url": "sqlite://:memory:"},
         "providers": providers,
         "routes": routes,
     }

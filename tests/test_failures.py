@@ -160,3 +160,18 @@ def test_keepalive_during_upstream_silence(gateway: Any, caller: str) -> None:  
         assert b"\n:" not in raw
     out = CALLERS[caller](gateway.url, body.get("model") or path.split("/models/")[1].split(":")[0], "text", True)
     assert out.text == "Hello from the gateway. 你好 — ok!"
+
+
+@pytest.mark.parametrize("caller", ["anthropic", "openai-chat"])
+def test_cut_stream_never_shows_a_stop_reason(gateway: Any, caller: str) -> None:
+    """Some clients (Claude Code) take a stop reason as the end of the answer: a stream cut after
+    the upstream's stop reason but before its terminator must show the error, not the stop reason —
+    on the same-dialect fast path too."""
+    if caller == "anthropic":
+        path, body = "/v1/messages", {"model": "anthropic--no_terminator", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    else:
+        path, body = "/v1/chat/completions", {"model": "openai-chat--no_terminator", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    raw = httpx.post(gateway.url + path, json=body, timeout=10).text
+    assert "error" in raw
+    assert "message_delta" not in raw and "end_turn" not in raw
+    assert '"finish_reason":"stop"' not in raw.replace(" ", "")

@@ -20,7 +20,7 @@ from tests.conftest import UPSTREAM_DIALECTS
 from tests.support.callers import CALLERS, ERRORS, SYSTEM, TOOL_RESULT, USER, Outcome, error_status, responses_call
 from tests.support.fake_upstream import FakeUpstream, Received
 
-CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
+CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
 
 ANSWERS: dict[str, dict[str, Any]] = {
     "text": {"text": "Hello from the gateway. 你好 — ok!", "stop": "stop", "usage": (30, 10, 12, None)},
@@ -50,6 +50,7 @@ STOPS = {
     "openai-chat": {"stop": "stop", "tool_use": "tool_calls", "length": "length"},
     "openai-responses": {"stop": "completed", "tool_use": "completed", "length": "incomplete:max_output_tokens"},
     "gemini": {"stop": "STOP", "tool_use": "STOP", "length": "MAX_TOKENS"},
+    "gemini-interactions": {"stop": "completed", "tool_use": "requires_action", "length": "incomplete"},
 }
 
 RESULTS: dict[tuple[str, str, str, str], bool] = {}
@@ -65,6 +66,8 @@ def expected_usage(caller: str, upstream: str, usage: tuple[int, int, int, int |
         return {"prompt_tokens": inp, "completion_tokens": out, "cached_tokens": cached, "reasoning_tokens": reasoning or 0}
     if caller == "openai-responses":
         return {"input_tokens": inp, "output_tokens": out, "cached_tokens": cached, "reasoning_tokens": reasoning or 0}
+    if caller == "gemini-interactions":
+        return {"total_input_tokens": inp, "total_output_tokens": out - (reasoning or 0), "total_cached_tokens": cached, "total_thought_tokens": reasoning or 0}
     return {
         "prompt_token_count": inp,
         "candidates_token_count": out - (reasoning or 0),

@@ -66,6 +66,7 @@ class EncodeContext:
     model: str  # the model name the caller sent: shown back to it
     upstream_dialect: str  # origin of signatures in the events
     request: ChatRequest
+    response_id: str | None = None  # stateful dialects: the id the gateway stores this answer under
 
 
 class StreamDecoder(Protocol):

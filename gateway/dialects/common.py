@@ -145,3 +145,14 @@ def warn_unknown(dialect: str, what: str) -> None:
         if len(_warned) < 10_000:
             _warned.add(key)
         log.warning("%s: unknown %s ignored", dialect, what)
+
+
+def openai_user(user: str) -> str:
+    """OpenAI caps ``user`` at 64 characters (400 ``string_above_max_length``); Claude Code's
+    ``metadata.user_id`` is a ~150-character JSON string. Longer values are sent as their sha256
+    hex digest: still a stable per-user id, exactly 64 characters."""
+    if len(user) <= 64:
+        return user
+    import hashlib
+
+    return hashlib.sha256(user.encode()).hexdigest()

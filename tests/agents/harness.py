@@ -15,6 +15,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,7 +58,7 @@ class AgentRun:
     outcome: str = ""  # the CLI's own words about how the turn ended (error message, result)
 
     def describe(self) -> str:
-        out = self.stdout if not self.outcome else self.stdout[-600:]
+        out = self.stdout if not self.outcome else self.stdout[-300:]
         return (
             f"{self.cli} exit={self.returncode} timed_out={self.timed_out} in {self.seconds:.1f}s\n"
             f"answer={self.answer!r}\noutcome: {self.outcome or '(no JSON result parsed)'}\n"
@@ -69,6 +71,15 @@ def home_base() -> Path:
     base = Path(os.environ.get("AGENT_HOME_BASE", AGENTS_DIR / "homes"))
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+@contextmanager
+def throwaway_home(cli: str) -> Iterator[Path]:
+    home = make_home(cli)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def make_home(cli: str) -> Path:
@@ -132,7 +143,9 @@ def _json_object(text: str) -> dict | None:
 
 
 def run_claude(base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None) -> AgentRun:
-    home = home or make_home("claude")
+    if home is None:  # a HOME of our own, removed afterwards
+        with throwaway_home("claude") as own:
+            return run_claude(base_url, model, prompt, cwd, timeout, own)
     env = base_env(home) | {
         "ANTHROPIC_BASE_URL": base_url,
         "ANTHROPIC_API_KEY": KEY,
@@ -155,8 +168,10 @@ def run_claude(base_url: str, model: str, prompt: str, cwd: Path, timeout: float
 
 
 def run_codex(base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None) -> AgentRun:
+    if home is None:  # a HOME of our own, removed afterwards
+        with throwaway_home("codex") as own:
+            return run_codex(base_url, model, prompt, cwd, timeout, own)
     """``base_url`` is the server root; Codex is handed ``<root>/v1`` as its provider base_url."""
-    home = home or make_home("codex")
     env = base_env(home) | {"GW_KEY": KEY, "CODEX_HOME": str(home / ".codex")}
     (home / ".codex").mkdir(exist_ok=True)
     provider = f'{{name="gw",base_url="{base_url}/v1",env_key="GW_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}}'
@@ -196,13 +211,15 @@ GEMINI_SETTINGS = {
 
 
 def run_gemini(base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None) -> AgentRun:
-    home = home or make_home("gemini")
+    if home is None:  # a HOME of our own, removed afterwards
+        with throwaway_home("gemini") as own:
+            return run_gemini(base_url, model, prompt, cwd, timeout, own)
     (home / ".gemini").mkdir(exist_ok=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
     env = base_env(home) | {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": KEY, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
     cmd = [str(CLIS["gemini"]), "-m", model, "--output-format", "json", "-p", prompt]
     run = _run("gemini", cmd, env, cwd, timeout)
-    data = _json_object(run.stdout)
+    data = _json_object(run.stdout) or _json_object(run.stderr[-20000:])  # errors go to stderr
     if data is not None:
         run.outcome = f"response={str(data.get('response'))[:300]!r}, error={data.get('error')!r}"
         if isinstance(data.get("response"), str) and not data.get("error"):

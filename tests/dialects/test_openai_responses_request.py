@@ -150,8 +150,8 @@ def test_tool_result_from_other_dialect() -> None:
         ({"model": 3, "input": "x"}, "model"),
         ({"model": "m"}, "input"),
         ({"model": "m", "input": 5}, "input"),
-        ({"model": "m", "input": "x", "previous_response_id": "resp_1"}, "previous_response_id"),
-        ({"model": "m", "input": "x", "background": True}, "background"),
+        ({"model": "m", "input": "x", "previous_response_id": 5}, "previous_response_id"),
+        ({"model": "m", "input": "x", "background": "yes"}, "background"),
         ({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
         ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
         ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_video"}]}]}, "input[0].content[0].type"),
@@ -174,8 +174,6 @@ def test_bad_requests(body: dict, param: str) -> None:
     status, rendered = CODEC.render_error(err)
     assert status == 400 and rendered["error"]["type"] == "invalid_request_error" and rendered["error"]["param"] == param
     assert set(rendered["error"]) == {"message", "type", "param", "code"}
-    if param == "previous_response_id":
-        assert "send the full input" in err.message
 
 
 def test_render_error_kinds() -> None:

@@ -289,11 +289,95 @@ def gemini_call(base_url: str, model: str, scenario: str, stream: bool) -> Outco
     return out
 
 
+# --------------------------------------------------------------------------- gemini interactions
+
+
+class InteractionStreamError(Exception):
+    """The Interactions SDKs yield an in-stream ``error`` event instead of raising; a caller must check."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def interactions_call(base_url: str, model: str, scenario: str, stream: bool, store: bool = True) -> Outcome:
+    client = gemini_client(base_url)
+    steps: list[dict[str, Any]] = [{"type": "user_input", "content": [{"type": "text", "text": USER}]}]
+    if scenario == "tool_result_turn":
+        steps += [
+            {"type": "function_call", "id": "call_weather_1", "name": "get_weather", "arguments": {"city": "Paris"}},
+            {"type": "function_result", "call_id": "call_weather_1", "name": "get_weather", "result": TOOL_RESULT},
+        ]
+    config: dict[str, Any] = {"max_output_tokens": max_tokens_for(scenario)}
+    if scenario == "thinking":
+        config.update(thinking_level="low", thinking_summaries="auto")
+    kwargs: dict[str, Any] = {"model": model, "input": steps, "system_instruction": SYSTEM, "generation_config": config, "store": store}
+    tools = tools_for(scenario)
+    if tools:
+        kwargs["tools"] = [{"type": "function", **t} for t in tools]
+    out = Outcome()
+    if stream:
+        calls: dict[int, dict[str, Any]] = {}
+        completed = None
+        for event in client.interactions.create(stream=True, **kwargs):
+            kind = event.event_type
+            if kind == "error":
+                raise InteractionStreamError(event.error.code, event.error.message)
+            if kind == "interaction.created":
+                out.model = event.interaction.model
+            elif kind == "step.start" and event.step.type == "function_call":
+                calls[event.index] = {"id": event.step.id, "name": event.step.name, "arguments": ""}
+            elif kind == "step.delta":
+                delta = event.delta
+                if delta.type == "text":
+                    out.text += delta.text
+                elif delta.type == "thought_summary":
+                    out.thinking += delta.content.text
+                elif delta.type == "thought_signature":
+                    out.signatures.append(delta.signature)
+                elif delta.type == "arguments_delta":
+                    calls[event.index]["arguments"] += delta.arguments
+            elif kind == "interaction.completed":
+                completed = event.interaction
+        if completed is None:
+            raise InteractionStreamError("truncated", "the stream ended without interaction.completed")
+        for index in sorted(calls):
+            out.tools.append((calls[index]["name"], json.loads(calls[index]["arguments"] or "{}")))
+            out.tool_ids.append(calls[index]["id"])
+        interaction = completed
+    else:
+        interaction = client.interactions.create(**kwargs)
+        out.model = interaction.model
+        for step in interaction.steps or []:
+            if step.type == "model_output":
+                out.text += "".join(c.text for c in step.content or [] if c.type == "text")
+            elif step.type == "thought":
+                out.thinking += "".join(c.text for c in step.summary or [] if c.type == "text")
+                if step.signature:
+                    out.signatures.append(step.signature)
+            elif step.type == "function_call":
+                out.tools.append((step.name, dict(step.arguments or {})))
+                out.tool_ids.append(step.id)
+    if interaction.status == "failed":
+        raise InteractionStreamError("failed", "the interaction failed")
+    out.stop = interaction.status
+    u = interaction.usage
+    if u is not None:
+        out.usage = {
+            "total_input_tokens": u.total_input_tokens,
+            "total_output_tokens": u.total_output_tokens,
+            "total_cached_tokens": u.total_cached_tokens,
+            "total_thought_tokens": u.total_thought_tokens,
+        }
+    return out
+
+
 CALLERS = {
     "anthropic": anthropic_call,
     "openai-chat": chat_call,
     "openai-responses": responses_call,
     "gemini": gemini_call,
+    "gemini-interactions": interactions_call,
 }
 
 ERRORS = {
@@ -301,6 +385,7 @@ ERRORS = {
     "openai-chat": (openai.APIError,),
     "openai-responses": (openai.APIError,),
     "gemini": (genai.errors.APIError,),
+    "gemini-interactions": (InteractionStreamError, Exception),
 }
 
 

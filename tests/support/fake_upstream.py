@@ -46,6 +46,7 @@ class FakeUpstream:
     port: int = 0
     active: int = 0  # requests being answered right now
     stall_seconds: float = 30.0
+    slow_delay: float = 0.01  # seconds between events of the slow_stream scenario
 
     def dialect_of(self, path: str) -> str | None:
         if path.endswith("/messages"):
@@ -151,14 +152,14 @@ class FakeUpstream:
             self.open_connections -= 1
 
     async def _slow_stream(self, dialect: str, send: Any) -> None:
-        """The ``long_500`` answer, one event every 50 ms (for disconnect tests)."""
+        """The ``long_500`` answer, one event every ``slow_delay`` seconds (disconnect and resume tests)."""
         data = (self.captures / dialect / "long_500.sse").read_bytes()
         sep = b"\r\n\r\n" if dialect == "gemini" else b"\n\n"  # (Interactions uses LF like the others)
         frames = [f + sep for f in data.split(sep) if f.strip()]
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         for frame in frames:
             await send({"type": "http.response.body", "body": frame, "more_body": True})
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(self.slow_delay)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     @staticmethod

@@ -275,7 +275,10 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         # caller asked for exactly this, others get the defaults.
         if req.temperature is not None:
             body["temperature"] = req.temperature
-        if req.top_p is not None:
+        # Current Claude models refuse temperature and top_p together ("cannot both be
+        # specified"); Gemini CLI always sends both: keep temperature, unless the caller is
+        # Anthropic and asked for exactly this.
+        if req.top_p is not None and (same or req.temperature is None):
             body["top_p"] = req.top_p
         if req.top_k is not None:
             body["top_k"] = req.top_k

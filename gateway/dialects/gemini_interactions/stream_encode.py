@@ -93,7 +93,7 @@ class InteractionsStreamEncoder:
 
     def __init__(self, ctx: EncodeContext, interaction_id: str | None = None, start: int = 0) -> None:
         self._ctx = ctx
-        self.interaction_id = interaction_id or new_id("v1_")
+        self.interaction_id = interaction_id or ctx.response_id or new_id("v1_")
         self.next_seq = start  # counter of the next event written
         self.created = iso_now()
         self._started = False

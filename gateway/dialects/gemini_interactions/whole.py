@@ -106,7 +106,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = 
     now = iso_now()
     status = "failed" if reply.error is not None else status_for_end(reply.end, ctx.upstream_dialect)
     obj: dict[str, Any] = {
-        "id": interaction_id or new_id("v1_"),
+        "id": interaction_id or ctx.response_id or new_id("v1_"),
         "status": status,
         "steps": steps_for_reply(reply, ctx),
         "usage": usage_to_interactions(reply.usage),

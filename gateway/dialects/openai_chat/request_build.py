@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
-from gateway.dialects.common import log
+from gateway.dialects.common import openai_user, log
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from gateway.thinking import effort_for_budget
 
@@ -148,7 +148,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     if req.stop:
         body["stop"] = req.stop
     if req.user is not None:
-        body["user"] = req.user
+        body["user"] = openai_user(req.user)
     if req.store is not None:
         body["store"] = req.store
     if req.metadata and req.store:

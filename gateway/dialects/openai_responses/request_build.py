@@ -7,6 +7,8 @@ signatures and return on the next turn without a server-side response store.
 
 from __future__ import annotations
 
+from gateway.dialects.common import openai_user
+
 import logging
 from typing import Any
 
@@ -87,7 +89,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     if req.metadata and all(isinstance(v, str) for v in req.metadata.values()):
         body["metadata"] = req.metadata
     if req.user and extras.get("safety_identifier") != req.user:
-        body["user"] = req.user
+        body["user"] = openai_user(req.user)
 
     for key, value in extras.items():
         if key not in INTERNAL and key != "include":

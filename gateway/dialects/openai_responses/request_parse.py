@@ -78,18 +78,14 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     model = get_str(body, "model", "model", required=True)
     if not model:
         raise invalid("model: must not be empty", param="model")
-    if body.get("previous_response_id") is not None:
-        raise invalid(
-            "previous_response_id needs a response store; this gateway does not keep one yet: send the full input",
-            param="previous_response_id",
-        )
     if body.get("conversation") is not None:
-        raise invalid("conversation needs a conversation store; this gateway does not keep one: send the full input", param="conversation")
-    if get_bool(body, "background", "background"):
-        raise invalid("background responses need a response store; this gateway does not keep one yet", param="background")
+        raise invalid("conversation needs a conversation store; this gateway does not keep one: send previous_response_id or the full input", param="conversation")
 
     extras: dict[str, Any] = {}
     req = ChatRequest(model=model, dialect=DIALECT)
+    # Resolved by the stateful layer (gateway/stateful.py) from the response store.
+    req.previous_id = get_str(body, "previous_response_id", "previous_response_id")
+    req.background = bool(get_bool(body, "background", "background"))
     instructions = get_str(body, "instructions", "instructions")
     if instructions:
         req.system.append(TextPart(instructions))

@@ -72,7 +72,7 @@ class ResponsesStreamEncoder:
         self._seq = 0
         self._started = False
         self._done = False
-        self._id = new_id("resp_")
+        self._id = ctx.response_id or new_id("resp_")
         self._created_at = int(time.time())
         self._blocks: dict[int, _Out] = {}
         self._final: dict[int, dict[str, Any]] = {}  # output_index -> finished item

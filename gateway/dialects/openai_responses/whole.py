@@ -169,7 +169,8 @@ def finish_object(obj: dict[str, Any], output: list[dict[str, Any]], reply_end: 
 
 
 def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
-    obj = response_object(ctx, reply.id if reply.id.startswith("resp_") else new_id("resp_"), int(time.time()), "completed")
+    resp_id = ctx.response_id or (reply.id if reply.id.startswith("resp_") else new_id("resp_"))
+    obj = response_object(ctx, resp_id, int(time.time()), "completed")
     namespaces = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
     output: list[dict[str, Any]] = []
     for block in reply.blocks:

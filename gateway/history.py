@@ -1,0 +1,85 @@
+"""Conversation history as stored JSON, for ``previous_response_id`` / ``previous_interaction_id``.
+
+A stored turn keeps the whole conversation so far in the IR's own terms (not in one dialect's
+wire format), so a follow-up can be sent to an upstream of any dialect, and thinking parts keep
+their signatures and origin. ``reply_message`` turns a folded upstream reply into the assistant
+turn that continues the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from gateway.ir import FilePart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from gateway.reply import Reply
+
+_KINDS: dict[type, str] = {
+    TextPart: "text",
+    ImagePart: "image",
+    FilePart: "file",
+    ToolCallPart: "tool_call",
+    ToolResultPart: "tool_result",
+    ThinkingPart: "thinking",
+}
+
+
+def _part_json(part: Part) -> dict[str, Any]:
+    data = asdict(part)  # type: ignore[call-overload]
+    data["kind"] = _KINDS[type(part)]
+    return data
+
+
+def _simple(data: dict[str, Any]) -> TextPart | ImagePart | FilePart:
+    kind = data.pop("kind", "text")
+    if kind == "image":
+        return ImagePart(**data)
+    if kind == "file":
+        return FilePart(**data)
+    return TextPart(**data)
+
+
+def _part(data: dict[str, Any]) -> Part:
+    data = dict(data)
+    kind = data.pop("kind")
+    if kind == "tool_call":
+        return ToolCallPart(**data)
+    if kind == "tool_result":
+        content = [_simple(dict(c)) for c in data.pop("content", [])]
+        return ToolResultPart(content=content, **data)
+    if kind == "thinking":
+        return ThinkingPart(**data)
+    data["kind"] = kind
+    return _simple(data)
+
+
+def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:
+    out = []
+    for message in messages:
+        parts = []
+        for part in message.content:
+            item = _part_json(part)
+            if isinstance(part, ToolResultPart):
+                item["content"] = [_part_json(c) for c in part.content]
+            parts.append(item)
+        out.append({"role": message.role, "content": parts})
+    return out
+
+
+def messages_from_json(data: list[dict[str, Any]]) -> list[Message]:
+    return [Message(role=m["role"], content=[_part(p) for p in m["content"]]) for m in data]
+
+
+def reply_message(reply: Reply, origin: str) -> Message:
+    """The assistant turn an upstream reply adds to the conversation."""
+    content: list[Part] = []
+    for block in reply.blocks:
+        if block.kind == "text" and block.text:
+            content.append(TextPart(block.text))
+        elif block.kind == "tool_call":
+            content.append(ToolCallPart(block.id or "", block.name or "", block.arguments))
+        elif block.kind == "thinking":
+            content.append(ThinkingPart(block.text, block.signature, origin if block.signature else None))
+        elif block.kind == "redacted_thinking":
+            content.append(ThinkingPart("", None, origin, redacted_data=block.data))
+    return Message("assistant", content)
