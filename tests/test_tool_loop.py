@@ -21,7 +21,7 @@ from tests.conftest import UPSTREAM_DIALECTS
 from tests.support.callers import SYSTEM, TOOL_RESULT, USER, WEATHER, anthropic_client, gemini_client, openai_client
 from tests.support.fake_upstream import FakeUpstream
 
-CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
+CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
 FINAL = "It is 18°C in Paris."
 SIGNATURES = {"gemini-interactions": "aW50ZXJhY3Rpb25zLXNpZy0x", "gemini": "Z2VtaW5pLXNpZy0x", "anthropic": "YW50aHJvcGljLXNpZy0x", "openai-responses": "gAAAAABresponses-sig-1"}
 
@@ -85,7 +85,19 @@ def loop_gemini(url: str, first: str, second: str) -> str:
     return final.text or ""
 
 
-LOOPS = {"anthropic": loop_anthropic, "openai-chat": loop_chat, "openai-responses": loop_responses, "gemini": loop_gemini}
+def loop_interactions(url: str, first: str, second: str) -> str:
+    """Stateful: turn 2 names turn 1 by ``previous_interaction_id`` and sends only the result."""
+    client = gemini_client(url)
+    tools = [{"type": "function", **WEATHER}]
+    events = list(client.interactions.create(model=first, input=USER, system_instruction=SYSTEM, tools=tools, stream=True))
+    iid = events[0].interaction.id
+    call = next(e.step for e in events if e.event_type == "step.start" and e.step.type == "function_call")
+    result = [{"type": "function_result", "call_id": call.id, "name": call.name, "result": TOOL_RESULT}]
+    final = client.interactions.create(model=second, previous_interaction_id=iid, input=result, tools=tools, system_instruction=SYSTEM)
+    return "".join(c.text for step in final.steps or [] if step.type == "model_output" for c in step.content or [] if c.type == "text")
+
+
+LOOPS = {"gemini-interactions": loop_interactions, "anthropic": loop_anthropic, "openai-chat": loop_chat, "openai-responses": loop_responses, "gemini": loop_gemini}
 
 
 def turn_two_call_and_result(received: Any) -> tuple[Any, Any, dict[str, Any]]:
