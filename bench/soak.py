@@ -378,7 +378,7 @@ class Sampler(threading.Thread):
         self.pid, self.tracker, self.every, self.max_samples = pid, tracker, every, max_samples
         self.rows: list[dict] = []
         self.t0 = time.monotonic()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def sample(self) -> dict:
         st = proc_status(self.pid)
@@ -389,13 +389,13 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         nxt = time.monotonic()
-        while not self._stop.is_set() and len(self.rows) < self.max_samples:
+        while not self._halt.is_set() and len(self.rows) < self.max_samples:
             self.rows.append(self.sample())
             nxt += self.every
-            self._stop.wait(max(0.0, nxt - time.monotonic()))
+            self._halt.wait(max(0.0, nxt - time.monotonic()))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(5)
 
 

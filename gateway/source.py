@@ -61,7 +61,10 @@ class HttpEventSource(EventSource):
         self._closed = False
         content_type = response.headers.get("content-type", "")
         self.is_json = "application/json" in content_type
-        self._chunks = response.aiter_bytes()
+        # We ask for identity encoding (upstream.py); raw bytes skip httpx's decoder chain, unless
+        # the server compressed anyway.
+        encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+        self._chunks = response.aiter_bytes() if encoded else response.aiter_raw()
         self._sse = SSEDecoder()
         self._decoder = codec.stream_decoder()
         self.keep_frames = False

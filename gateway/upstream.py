@@ -66,7 +66,7 @@ class Provider:
         The caller must ``await response.aclose()`` (``close_response`` does it and keeps the gauge).
         """
         assert self.client is not None, "provider not started"
-        headers = {"content-type": "application/json", "accept": "text/event-stream, application/json"}
+        headers = {"content-type": "application/json", "accept": "text/event-stream, application/json", "accept-encoding": "identity"}
         for name, value in self.settings.headers.items():
             headers[name.lower()] = value
         for name, value in call.headers.items():
