@@ -175,3 +175,64 @@ def test_cut_stream_never_shows_a_stop_reason(gateway: Any, caller: str) -> None
     assert "error" in raw
     assert "message_delta" not in raw and "end_turn" not in raw
     assert '"finish_reason":"stop"' not in raw.replace(" ", "")
+
+
+def test_sigterm_ends_streams_in_dialect_after_the_grace_period(fake: FakeUpstream, tmp_path: Any) -> None:
+    """SIGTERM: stop accepting, let streams run for the grace period, then end them with an
+    in-dialect error frame — never a silent cut."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.fake_upstream import free_port
+
+    port = free_port()
+    config = tmp_path / "gw.toml"
+    config.write_text(
+        f"""[server]
+port = {port}
+access_log = false
+shutdown_grace_seconds = 1.0
+[auth]
+keys_env = ""
+[store]
+url = "sqlite://:memory:"
+[[providers]]
+name = "up"
+dialect = "anthropic"
+base_url = "http://127.0.0.1:{fake.port}"
+max_retries = 0
+[[routes]]
+model = "anthropic--*"
+provider = "up"
+"""
+    )
+    fake.slow_delay = 0.05  # 500 events: 25 s, far longer than the grace period
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), 20)
+        body = {"model": "anthropic--slow_stream", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        received = b""
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/messages", json=body, timeout=20) as response:
+            chunks = response.iter_bytes()
+            received += next(chunks)
+            proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            for chunk in chunks:
+                received += chunk
+        elapsed = time.monotonic() - started
+        assert b"event: error" in received and b"overloaded_error" in received
+        assert b"message_stop" not in received
+        assert 0.5 < elapsed < 5.0
+        assert proc.wait(timeout=10) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
+    finally:
+        fake.slow_delay = 0.01
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz", timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False

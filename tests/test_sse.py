@@ -389,7 +389,7 @@ def test_generated_streams_byte_by_byte(raw: bytes) -> None:
 # --------------------------------------------------------------------------------------------
 # property tests: every capture file
 
-ROOTS = [Path("/work/shared/captures-public"), Path(__file__).resolve().parents[1] / "captures"]
+ROOTS = [Path(__file__).resolve().parents[2] / "shared" / "captures-public", Path(__file__).resolve().parents[1] / "captures"]
 
 
 def capture_files() -> list[Path]:

@@ -21,7 +21,7 @@ from gateway.sse import SSEDecoder
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "gemini-interactions"
-PUBLIC = Path("/work/shared/captures-public/gemini-interactions")
+PUBLIC = Path(__file__).resolve().parents[3] / "shared" / "captures-public" / "gemini-interactions"
 
 
 def decode_bytes(body: bytes, chunk: int = 7) -> list:

@@ -14,9 +14,7 @@ from gateway.sse import SSEDecoder
 
 REPO = Path(__file__).resolve().parents[2]
 OWN = REPO / "captures" / "openai-responses"
-PUBLIC = Path("/work/shared/captures-public/openai-responses")
-if not PUBLIC.exists():
-    PUBLIC = REPO.parent / "shared" / "captures-public" / "openai-responses"
+PUBLIC = REPO.parent / "shared" / "captures-public" / "openai-responses"
 
 
 def decode_bytes(data: bytes, chunk: int = 0) -> tuple[list, bool]:
