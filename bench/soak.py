@@ -152,14 +152,16 @@ class PacedFake(fake_upstream.FakeUpstream):
     """FakeUpstream (same replies, same request parsing) that writes each SSE event separately.
 
     mode "paced": a per-stream delay drawn from [interval_min, interval_max] between events.
-    mode "hold":  the first event, then nothing until SIGUSR1 (releases every stream held at that
+    mode "hold":  the first ``hold_after`` events (2: OpenAI's role-only chunk produces no event, the
+                  gateway sends nothing before a real one), then nothing until SIGUSR1 (releases every stream held at that
                   moment) or ``max_hold`` seconds, then the rest at once."""
 
-    def __init__(self, chunks: int, mode: str, interval_min: float, interval_max: float, max_hold: float, seed: int = 1) -> None:
+    def __init__(self, chunks: int, mode: str, interval_min: float, interval_max: float, max_hold: float, hold_after: int = 2, seed: int = 1) -> None:
         super().__init__(chunks)
         self.mode = mode
         self.interval = (interval_min, interval_max)
         self.max_hold = max_hold
+        self.hold_after = hold_after
         self.rng = random.Random(seed)
         self.active = 0  # replies being written right now
         self.held = 0  # hold mode: replies waiting for the release
@@ -194,7 +196,7 @@ class PacedFake(fake_upstream.FakeUpstream):
         self.active += 1
         try:
             if self.mode == "hold":
-                w.write(parts[0])
+                w.write(b"".join(parts[:self.hold_after]))
                 await w.drain()
                 if self._release is None:
                     self._release = asyncio.Event()
@@ -206,7 +208,7 @@ class PacedFake(fake_upstream.FakeUpstream):
                     self.hold_timeouts += 1
                 finally:
                     self.held -= 1
-                w.write(b"".join(parts[1:]))
+                w.write(b"".join(parts[self.hold_after:]))
                 await w.drain()
             else:
                 gap = self.rng.uniform(*self.interval)
@@ -237,10 +239,11 @@ def fake_main(argv: list[str]) -> int:
     ap.add_argument("--interval-min", type=float, default=0.1)
     ap.add_argument("--interval-max", type=float, default=0.5)
     ap.add_argument("--max-hold", type=float, default=120.0, help="hold mode: release a held stream after this many seconds anyway")
+    ap.add_argument("--hold-after", type=int, default=2, help="hold mode: SSE events sent before the hold")
     ap.add_argument("--nofile", type=int, default=65536)
     args = ap.parse_args(argv)
     raise_nofile(args.nofile)
-    fake = PacedFake(args.chunks, args.mode, args.interval_min, args.interval_max, args.max_hold)
+    fake = PacedFake(args.chunks, args.mode, args.interval_min, args.interval_max, args.max_hold, args.hold_after)
     loop = fake_upstream._new_loop()
     asyncio.set_event_loop(loop)
     loop.add_signal_handler(signal.SIGUSR1, fake.release)

@@ -71,7 +71,7 @@ async def _first_events(source: EventSource) -> list[Event]:
     return events
 
 
-async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None) -> tuple[EventSource, list[Event]]:
+async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False) -> tuple[EventSource, list[Event]]:
     settings = provider.settings
     if settings.dialect == "demo":
         source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
@@ -81,6 +81,7 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),
         gemini_parameters_json_schema=settings.gemini_parameters_json_schema,
+        stream=req.stream or stream_upstream,
     )
     call = codec.build_request(req, target.upstream_model, options)
     response: httpx.Response | None = None
@@ -124,9 +125,13 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
     return source, first
 
 
-async def open_upstream(providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None = None) -> Opened:
+async def open_upstream(
+    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None = None, *, stream_upstream: bool = False
+) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
-    of that dialect (the caller's, when streaming) for the same-dialect fast path."""
+    of that dialect (the caller's, when streaming) for the same-dialect fast path. The upstream is
+    asked for a stream when the caller streams (or ``stream_upstream``: detached runs log events
+    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``."""
     attempts: list[Attempt] = []
     last: GatewayError | None = None
     for target in resolved.targets:
@@ -137,7 +142,7 @@ async def open_upstream(providers: dict[str, Provider], req: ChatRequest, resolv
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
             try:
-                source, first = await _attempt(provider, target, req, passthrough_dialect)
+                source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream)
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
                 last = err

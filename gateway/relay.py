@@ -140,7 +140,7 @@ class Relay:
         if dialect == "openai-responses" and req.store is False:
             raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
         try:
-            opened = await open_upstream(self.state.providers, req, resolved)  # errors: HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True)  # errors: HTTP status, nothing stored
         except GatewayError as err:
             record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
             raise
@@ -155,9 +155,7 @@ class Relay:
             await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive)
         obj = await stateful.stored_object(dialect, sid)
         if obj is not None and obj.get("status") == "failed" and not req.background:
-            error = obj.get("error") or {}
-            message = error.get("message") if isinstance(error, dict) else None
-            raise GatewayError("bad_gateway", message or "the generation failed", 502)
+            raise stateful.failure(dialect, sid, obj)
         await send_json(send, 200, obj, headers)
 
     async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None) -> None:

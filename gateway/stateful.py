@@ -69,6 +69,8 @@ class Stateful:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.cancelling: set[str] = set()  # cancelled here by the cancel endpoint (not a shutdown)
+        self.errors: dict[str, StreamError] = {}  # how a local generation failed, for its whole caller
+        self.origins: dict[str, str] = {}
         self.max_seconds = state.settings.store.max_detached_seconds
 
     # ------------------------------------------------------------------ request side
@@ -173,6 +175,11 @@ class Stateful:
         async def store_final(status: str | None) -> None:
             nonlocal stored_final
             stored = self._stored(dialect, codec, ctx, builder.reply, turn, status)
+            if builder.reply.error is not None:
+                self.errors[sid], self.origins[sid] = builder.reply.error, ctx.upstream_dialect
+                if len(self.errors) > 1000:  # only a waiting whole caller reads these: keep few
+                    self.errors.pop(next(iter(self.errors)))
+                    self.origins.pop(next(iter(self.origins)), None)
             if dialect == RESPONSES and builder.reply.error is not None and status is None:
                 stored["object"]["status"] = "failed"
             await store.put(KIND[dialect], sid, stored)
@@ -259,6 +266,15 @@ class Stateful:
             if status is None or status.finished:
                 return
             await asyncio.sleep(0.05)
+
+    def failure(self, dialect: str, sid: str, obj: dict[str, Any]) -> GatewayError:
+        """A failed stored generation as the error a whole caller gets (status and message kept)."""
+        stream_error = self.errors.pop(sid, None)
+        if stream_error is not None:
+            return GatewayError(stream_error.kind, stream_error.message, stream_error.status, raw=stream_error.raw, origin=self.origins.pop(sid, None))
+        error = obj.get("error") or (obj.get("errors") or [{}])[0]
+        message = error.get("message") if isinstance(error, dict) else None
+        return GatewayError("bad_gateway", message or "the generation failed", 502)
 
     async def stored_object(self, dialect: str, sid: str, *, timeline: bool = False) -> dict[str, Any] | None:
         stored = await self.store.get(KIND[dialect], sid)

@@ -57,6 +57,7 @@ class BuildOptions:
     default_max_tokens: int = 8192  # for dialects that require a limit (Anthropic)
     dropped_betas: tuple[str, ...] = ()  # anthropic-beta values not to forward
     gemini_parameters_json_schema: bool = False  # send tool schemas as parametersJsonSchema (Gemini)
+    stream: bool = True  # ask the upstream for a stream (the caller's mode; detached runs always stream)
 
 
 @dataclass(slots=True)

@@ -287,7 +287,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     elif req.user:
         body["metadata"] = {"user_id": req.user}
     body.update(extras)
-    body["stream"] = True
+    body["stream"] = options.stream
     headers: dict[str, str] = {}
     beta = _beta_header(req, options)
     if beta:

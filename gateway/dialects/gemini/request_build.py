@@ -32,7 +32,11 @@ DIALECT = "gemini"
 
 
 def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
-    return build_call(req, upstream_model, json_schema=bool(getattr(options, "gemini_parameters_json_schema", False)))
+    call = build_call(req, upstream_model, json_schema=bool(getattr(options, "gemini_parameters_json_schema", False)))
+    if not options.stream:  # a whole caller gets a whole upstream call
+        call.path = call.path.replace(":streamGenerateContent", ":generateContent")
+        call.params = {}
+    return call
 
 
 def build_call(req: ChatRequest, upstream_model: str, *, json_schema: bool = False) -> UpstreamCall:

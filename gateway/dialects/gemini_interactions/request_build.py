@@ -70,7 +70,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     for key, value in extras.items():
         if key not in _NOT_FORWARDED and key not in body:
             body[key] = value
-    body["stream"] = True
+    body["stream"] = options.stream
     body["store"] = False
     return UpstreamCall(path="/v1beta/interactions", body=body)
 

@@ -164,6 +164,9 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         body["response_format"] = response_format
     for key, value in req.extras.get(DIALECT, {}).items():
         body.setdefault(key, value)
-    body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
+    if options.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    else:
+        body.pop("stream_options", None)
     return UpstreamCall(path="/chat/completions", body=body)

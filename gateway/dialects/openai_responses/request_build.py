@@ -94,7 +94,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     for key, value in extras.items():
         if key not in INTERNAL and key != "include":
             body[key] = value
-    body["stream"] = True
+    body["stream"] = options.stream
     return UpstreamCall(path="/responses", body=body)
 
 
