@@ -24,7 +24,7 @@ from google.genai import types as gtypes
 
 from gateway.app import create_app
 from gateway.settings import Settings
-from tests.conftest import gateway_config
+from tests.conftest import UPSTREAM_DIALECTS, gateway_config
 from tests.support.callers import gemini_client, openai_client
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
 
@@ -80,13 +80,15 @@ def test_resume_from_every_event_id_gives_the_same_text(sqlite_gateway: Any) -> 
     assert [e.event_id for e in replay] == ids
 
 
-def test_drop_mid_stream_then_resume_exactly_once(sqlite_gateway: Any, fake: FakeUpstream) -> None:
+@pytest.mark.parametrize("upstream", UPSTREAM_DIALECTS)
+def test_drop_mid_stream_then_resume_exactly_once(sqlite_gateway: Any, fake: FakeUpstream, upstream: str) -> None:
     """The caller drops after a few deltas; the generation goes on; the resume completes the text."""
     server, _ = sqlite_gateway
     client = interactions(server.url)
-    before = fake.hits.get("openai-chat--slow_stream", 0)
+    model = f"{upstream}--slow_stream"
+    before = fake.hits.get(model, 0)
     seen = []
-    stream = client.interactions.create(model="openai-chat--slow_stream", input="hi", stream=True)
+    stream = client.interactions.create(model=model, input="hi", stream=True)
     for event in stream:
         seen.append(event)
         if sum(1 for e in seen if e.event_type == "step.delta") == 5:
@@ -96,7 +98,7 @@ def test_drop_mid_stream_then_resume_exactly_once(sqlite_gateway: Any, fake: Fak
     rest = list(client.interactions.get(iid, stream=True, last_event_id=last))
     assert stream_text(seen) + stream_text(rest) == LONG_TEXT
     assert rest[-1].event_type == "interaction.completed"
-    assert fake.hits["openai-chat--slow_stream"] == before + 1, "one upstream generation only"
+    assert fake.hits[model] == before + 1, "one upstream generation only"
     whole = client.interactions.get(iid)
     assert [s.type for s in whole.steps] == ["user_input", "model_output"]
     assert whole.status == "completed"
