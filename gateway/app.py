@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
 from gateway.dialects.base import RequestMeta
-from gateway.dialects.registry import codec_for
+from gateway.dialects.registry import available, codec_for
 from gateway.errors import GatewayError
 from gateway.observe import Observer
 from gateway.relay import Relay, check_auth
@@ -206,6 +206,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         for provider in state.providers.values():
             provider.start()
+        available()  # import every codec now, not on the first request that needs it
         store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
         state.stateful = Stateful(state, store)
         try:

@@ -8,6 +8,7 @@ A JSON body (an upstream that ignored the stream switch) is decoded whole.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 
 import httpx
@@ -18,13 +19,14 @@ from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
 
 
-class EventSource:
+class EventSource(abc.ABC):
     """Base: ``done`` turns True once the final batch (ending in End or StreamError) was returned."""
 
     done: bool = False
 
+    @abc.abstractmethod
     async def next_batch(self) -> list[Event]:
-        raise NotImplementedError
+        """The next non-empty batch of events (one upstream read's worth)."""
 
     async def aclose(self) -> None:
         return None
