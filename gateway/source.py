@@ -70,6 +70,7 @@ class HttpEventSource(EventSource):
         self._sse = SSEDecoder()
         self._decoder = codec.stream_decoder()
         self.keep_frames = False
+        self._resumes = 0
         self._frames: list[tuple[SSEFrame, list[Event]]] = []
         self.synthetic = False
 
@@ -85,8 +86,12 @@ class HttpEventSource(EventSource):
             try:
                 chunk = await self._chunks.__anext__()
             except StopAsyncIteration:
+                if not self._ended() and await self._resume():
+                    continue
                 return self._finish()
             except httpx.HTTPError as exc:
+                if await self._resume():
+                    continue
                 self.done = self.synthetic = True
                 return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
             events: list[Event] = []
@@ -102,6 +107,31 @@ class HttpEventSource(EventSource):
                 if isinstance(events[-1], (End, StreamError)):
                     self.done = True
                 return events
+
+    def _ended(self) -> bool:
+        """Whether the decoder already saw the dialect's end (then EOF is simply the end)."""
+        return bool(getattr(self._decoder, "_finished", False))
+
+    async def _resume(self) -> bool:
+        """A dialect that can resume a dropped stream (Interactions: GET with last_event_id) gets
+        two tries; the events after the last one seen continue into the same decoder."""
+        resume_call = getattr(self._codec, "resume_call", None)
+        call = resume_call(self._decoder) if resume_call is not None and self._resumes < 2 else None
+        if call is None:
+            return False
+        self._resumes += 1
+        await self._provider.close_response(self._response)
+        self._closed = True
+        try:
+            response = await self._provider.send(call)
+        except httpx.HTTPError:
+            return False
+        self._response, self._closed = response, False
+        if response.status_code >= 400:
+            return False
+        self._chunks = response.aiter_raw()
+        self._sse = SSEDecoder()  # a half-received frame is dropped: it is replayed after last_event_id
+        return True
 
     def _finish(self) -> list[Event]:
         self.done = True

@@ -73,7 +73,10 @@ class Provider:
             if name.lower() not in _RESERVED:
                 headers[name.lower()] = value
         headers.update(self._auth)
-        request = self.client.build_request(call.method, self.url(call), params=call.params or None, headers=headers, content=orjson.dumps(call.body))
+        content = orjson.dumps(call.body) if call.method != "GET" else None
+        if content is None:
+            headers.pop("content-type", None)
+        request = self.client.build_request(call.method, self.url(call), params=call.params or None, headers=headers, content=content)
         response = await self.client.send(request, stream=True)
         self.gauge.open += 1
         return response

@@ -236,3 +236,16 @@ def _healthy(url: str) -> bool:
         return httpx.get(url + "/healthz", timeout=0.5).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+@pytest.mark.parametrize("caller", CALLER_DIALECTS)
+def test_interactions_upstream_drop_is_resumed_not_regenerated(gateway: Any, fake: FakeUpstream, caller: str) -> None:
+    """Toward an Interactions upstream, a connection that drops mid-stream is picked up with
+    GET …?last_event_id=E, not sent again (a second POST is a second, billed generation)."""
+    model = "gemini-interactions--drop_resume"
+    before_posts, before_resumes = fake.hits.get(model, 0), fake.resumes
+    out = CALLERS[caller](gateway.url, model, "text", True)
+    assert out.text == "Hello from the gateway. 你好 — ok!"
+    assert fake.hits[model] == before_posts + 1
+    assert fake.resumes == before_resumes + 1
+    assert fake.last("gemini-interactions").body["store"] is True

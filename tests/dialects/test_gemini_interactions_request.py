@@ -180,7 +180,7 @@ def test_build_request_steps_form():
     call = CODEC.build_request(req, "gemini-3-flash-preview", BuildOptions())
     b = call.body
     assert call.path == "/v1beta/interactions" and call.method == "POST"
-    assert b["model"] == "gemini-3-flash-preview" and b["stream"] is True and b["store"] is False
+    assert b["model"] == "gemini-3-flash-preview" and b["stream"] is True and b["store"] is True  # stored upstream so a dropped stream can be resumed by event id
     assert "previous_interaction_id" not in b and "background" not in b and b["service_tier"] == "flex"
     assert b["system_instruction"] == "sys\n\nmore sys"
     assert b["input"] == [

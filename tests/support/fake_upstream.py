@@ -47,6 +47,8 @@ class FakeUpstream:
     active: int = 0  # requests being answered right now
     stall_seconds: float = 30.0
     slow_delay: float = 0.01  # seconds between events of the slow_stream scenario
+    interactions: dict[str, list[bytes]] = field(default_factory=dict)  # id -> frames, for GET resume
+    resumes: int = 0
 
     def dialect_of(self, path: str) -> str | None:
         if path.endswith("/messages"):
@@ -99,6 +101,9 @@ class FakeUpstream:
             watcher.cancel()
 
     async def _reply(self, dialect: str | None, path: str, body: dict[str, Any], scope: dict[str, Any], send: Any) -> None:
+        if dialect is None and scope["method"] == "GET" and "/interactions/" in path:
+            await self._resume_interaction(path.rsplit("/", 1)[1], scope.get("query_string", b"").decode(), send)
+            return
         if dialect is None:
             await self._json(send, 404, {"error": "no such endpoint"})
             return
@@ -123,6 +128,13 @@ class FakeUpstream:
         if scenario == "slow_stream":
             await self._slow_stream(dialect, send)
             return
+        if scenario == "drop_resume":  # Interactions: cut after half the events; GET resumes
+            frames = [f + b"\n\n" for f in (folder / "text.sse").read_bytes().split(b"\n\n") if f.strip()]
+            first = orjson.loads(frames[0].split(b"data: ", 1)[1])
+            self.interactions[first["interaction"]["id"]] = frames
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": b"".join(frames[: len(frames) // 2]) + frames[len(frames) // 2][:20], "more_body": True})
+            raise ConnectionResetError("dropped by the fake upstream")
         data = (folder / f"{'text' if scenario in ('reset', 'stall', 'pause') else scenario}.sse").read_bytes()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         self.open_connections += 1
@@ -150,6 +162,22 @@ class FakeUpstream:
             raise
         finally:
             self.open_connections -= 1
+
+    async def _resume_interaction(self, iid: str, query: str, send: Any) -> None:
+        from urllib.parse import parse_qs
+
+        frames = self.interactions.get(iid)
+        if frames is None:
+            await self._json(send, 404, {"error": {"code": "not_found", "message": f"interaction {iid} not found"}})
+            return
+        self.resumes += 1
+        last = parse_qs(query).get("last_event_id", [None])[0]
+        start = 0
+        for i, frame in enumerate(frames):
+            if last is not None and f'"event_id":"{last}"'.encode() in frame:
+                start = i + 1
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b"".join(frames[start:]), "more_body": False})
 
     async def _slow_stream(self, dialect: str, send: Any) -> None:
         """The ``long_500`` answer, one event every ``slow_delay`` seconds (disconnect and resume tests)."""

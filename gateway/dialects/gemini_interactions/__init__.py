@@ -34,6 +34,15 @@ class InteractionsCodec:
     def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
         return request_build.build_request(req, upstream_model, options)
 
+    def resume_call(self, decoder: InteractionsStreamDecoder) -> UpstreamCall | None:
+        """How to pick a dropped upstream stream up where it stopped: ``GET`` the interaction with
+        ``last_event_id`` instead of a second ``POST`` (which would be a second, billed generation).
+        ``None`` when there is nothing to resume (no id seen yet, or the stream already ended)."""
+        if decoder.interaction_id is None or decoder.last_event_id is None:
+            return None
+        params = {"stream": "true", "last_event_id": decoder.last_event_id}
+        return UpstreamCall(path=f"/v1beta/interactions/{decoder.interaction_id}", body={}, params=params, method="GET")
+
     def stream_decoder(self) -> InteractionsStreamDecoder:
         return InteractionsStreamDecoder()
 

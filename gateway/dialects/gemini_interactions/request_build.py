@@ -71,7 +71,9 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         if key not in _NOT_FORWARDED and key not in body:
             body[key] = value
     body["stream"] = options.stream
-    body["store"] = False
+    # Stored upstream unless the caller said store: false: a dropped upstream stream can then be
+    # resumed with last_event_id (InteractionsCodec.resume_call) instead of being generated twice.
+    body["store"] = req.store is not False
     return UpstreamCall(path="/v1beta/interactions", body=body)
 
 

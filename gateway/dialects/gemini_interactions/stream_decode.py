@@ -72,7 +72,7 @@ def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError 
 
 
 class InteractionsStreamDecoder:
-    __slots__ = ("_started", "_finished", "_held", "_steps", "_open", "_next_block", "_saw_call")
+    __slots__ = ("_started", "_finished", "_held", "_steps", "_open", "_next_block", "_saw_call", "interaction_id", "last_event_id")
 
     def __init__(self) -> None:
         self._started = False
@@ -82,6 +82,9 @@ class InteractionsStreamDecoder:
         self._open: set[int] = set()  # block indexes not yet stopped
         self._next_block = 0
         self._saw_call = False
+        # where to resume the upstream if its connection drops (see InteractionsCodec.resume_call)
+        self.interaction_id: str | None = None
+        self.last_event_id: str | None = None
 
     # ------------------------------------------------------------------ protocol
 
@@ -100,6 +103,12 @@ class InteractionsStreamDecoder:
             self._finished = True
             return [StreamError("bad_gateway", "upstream sent a JSON value that is not an object", 502)]
         kind = data.get("event_type") or frame.event or ""
+        event_id = data.get("event_id")
+        if isinstance(event_id, str):
+            self.last_event_id = event_id
+        if kind == "interaction.created" and isinstance(data.get("interaction"), dict):
+            iid = data["interaction"].get("id")
+            self.interaction_id = iid if isinstance(iid, str) else None
         out: list[Event] = []
         if self._held is not None:
             if kind != "interaction.status_update":
