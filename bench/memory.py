@@ -142,11 +142,15 @@ async def measure(args: argparse.Namespace, procs: Procs, tracker: Tracker) -> d
     # release, and wait for every stream to end (verified or not)
     t_rel = time.monotonic()
     os.kill(fake_pid, signal.SIGUSR1)
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=args.max_hold + 120)
-        for p in pending:
-            p.cancel()
-        out["unfinished"] = len(pending)
+    pending: set = set(tasks)
+    close_deadline = t_rel + args.max_hold + 120
+    while pending and time.monotonic() < close_deadline:
+        _, pending = await asyncio.wait(pending, timeout=2)
+        if pending:  # requests that reached the fake after the release are held again: release them too
+            os.kill(fake_pid, signal.SIGUSR1)
+    for p in pending:
+        p.cancel()
+    out["unfinished"] = len(pending)
     out["t_close"] = time.monotonic() - t_rel
     out["cpu_total_s"] = proc_cpu(gw_pid) - cpu0
     sampler.stop()

@@ -520,7 +520,8 @@ async def soak(args: argparse.Namespace, procs: Procs, tracker: Tracker) -> dict
 
 def summarize(args: argparse.Namespace, res: dict, tracker: Tracker, fake_rows: list[dict], nofile: tuple[int, int], gw_nofile: str) -> dict:
     rows = [r for r in res["samples"] if r["rss_kb"] > 0]
-    first = [r["rss_kb"] for r in rows if r["t"] < args.window]
+    # the t = 0 sample is taken as the workers start (an idle reading): the first window starts at 1 s
+    first = [r["rss_kb"] for r in rows if 0.5 <= r["t"] < args.window]
     last = [r["rss_kb"] for r in rows if args.duration - args.window <= r["t"] < args.duration]
     in_load = [r for r in rows if r["t"] < args.duration]
     rss_first, rss_last = mean(first) / 1024, mean(last) / 1024

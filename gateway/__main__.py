@@ -13,8 +13,22 @@ log = logging.getLogger("gateway")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def _raise_open_files() -> None:
+    """Each relayed stream holds two sockets: take the soft open-files limit up to the hard one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+
+    _raise_open_files()
 
     from gateway.settings import load_settings
 
@@ -86,7 +100,8 @@ def _check_config(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per upstream request is noise
+    for noisy in ("httpx", "httpx2"):  # one INFO line per upstream request is noise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(prog="gateway", description="LLM API gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the server")

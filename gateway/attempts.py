@@ -15,7 +15,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-import httpx
+import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
 
 from gateway.demo import demo_events
 from gateway.dialects.base import BuildOptions

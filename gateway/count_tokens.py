@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import httpx
+import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
 import orjson
 
 from gateway.asgi import Receive, Scope, Send, headers_dict, parse_json_object, read_body, send_json

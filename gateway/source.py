@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 
-import httpx
+import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
 
 from gateway.dialects.base import Codec
 from gateway.events import End, Event, StreamError

@@ -166,7 +166,7 @@ class FakeUpstream:
     async def _resume_interaction(self, iid: str, query: str, send: Any) -> None:
         from urllib.parse import parse_qs
 
-        frames = self.interactions.get(iid)
+        frames = self.interactions.pop(iid, None)  # one resume per dropped stream
         if frames is None:
             await self._json(send, 404, {"error": {"code": "not_found", "message": f"interaction {iid} not found"}})
             return
