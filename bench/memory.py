@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import signal
 import sys
 import time

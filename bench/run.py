@@ -20,7 +20,6 @@ stream verified by ``bench/loadgen.py``:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil

@@ -40,7 +40,6 @@ DIALECTS = list(ENDPOINTS)
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_the_valid_request_works(gateway: Any, dialect: str) -> None:
-    import orjson
 
     path, body = ENDPOINTS[dialect]
     response = httpx.post(gateway.url + path, json=body, timeout=10)

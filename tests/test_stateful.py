@@ -20,7 +20,6 @@ import httpx
 import openai
 import pytest
 from google import genai
-from google.genai import types as gtypes
 
 from gateway.app import create_app
 from gateway.settings import Settings
