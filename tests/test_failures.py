@@ -126,7 +126,10 @@ def test_client_disconnect_cancels_upstream(faulty: Any, phase: str) -> None:
     closed_at = time.monotonic()
     sock.close()
     assert wait_for(lambda: record.disconnected, 2.0), "the upstream connection was not closed"
-    assert time.monotonic() - closed_at < 1.0
+    assert record.disconnected_at is not None
+    # target 100 ms; bounded at 1 s here so a loaded CI machine does not flake
+    assert record.disconnected_at - closed_at < 1.0, f"upstream closed {record.disconnected_at - closed_at:.3f} s after the caller left"
+    print(f"{phase}: upstream closed {1000 * (record.disconnected_at - closed_at):.1f} ms after the caller hung up")
     assert wait_for(lambda: open_upstreams(server.url) == 0, 2.0)
 
 

@@ -34,6 +34,7 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     disconnected: bool = False  # the gateway closed the connection before the reply ended
+    disconnected_at: float | None = None  # time.monotonic() when the fake saw it
 
 
 @dataclass
@@ -90,6 +91,7 @@ class FakeUpstream:
             while (await receive())["type"] != "http.disconnect":
                 pass
             record.disconnected = True
+            record.disconnected_at = time.monotonic()
 
         watcher = asyncio.ensure_future(watch())
         self.active += 1
