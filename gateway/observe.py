@@ -44,6 +44,7 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -126,5 +127,6 @@ class Observer:
         if self.enabled:
             line = asdict(record)
             line.pop("started")
+            line.pop("response_started")
             line["ts"] = time.time()
             access_log.info(orjson.dumps(line).decode())

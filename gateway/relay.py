@@ -116,6 +116,11 @@ class Relay:
             finished = await run_until_disconnect(work, receive)
             if not finished:
                 record.status, record.error_kind = 499, record.error_kind or "client_gone"
+        except Exception as exc:  # a bug or a store outage: still an answer in the caller's dialect
+            log.exception("request %s failed inside the gateway", request_id)
+            if not record.response_started:
+                err = GatewayError("api_error", f"internal gateway error ({type(exc).__name__}); the request id is {request_id}", 500)
+                await self._send_error(codec, err, send, record, extra_headers)
         finally:
             state.observer.finish(record)
 
@@ -128,6 +133,7 @@ class Relay:
         status, body = codec.render_error(err)
         record.status, record.error_kind = status, err.kind
         record.first_byte()
+        record.response_started = True
         await send_json(send, status, body, headers)
 
     async def _detached(
@@ -149,6 +155,7 @@ class Relay:
         record.first_byte()
         sid = await stateful.start_detached(dialect, codec, req, opened, turn)
         if req.stream:
+            record.response_started = True  # follow() starts the SSE response
             await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers), receive)
             return
         if not req.background:
@@ -188,6 +195,7 @@ class Relay:
         idle = opened.provider.settings.idle_timeout
         metrics = state.observer.metrics
         metrics.active_streams.inc()
+        record.response_started = True
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
         passthrough = None
         if isinstance(source, HttpEventSource) and source.keep_frames:
@@ -229,6 +237,13 @@ class Relay:
                 batch = await source.next_batch()
                 writer.waiting = False
                 writer.upstream_at = loop.time()
+            await writer.write(b"", more=False)
+        except Exception:
+            # a bug mid-stream: the caller still gets an in-dialect error, never a silent cut
+            log.exception("stream failed inside the gateway")
+            err = StreamError("api_error", "internal gateway error mid-stream", 500)
+            _note_usage(record, err)
+            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
             await writer.write(b"", more=False)
         except asyncio.CancelledError:
             if task is None or not (writer.idle_expired or state.shutting_down):
@@ -281,6 +296,7 @@ class Relay:
         if persist is not None:
             await persist.done(ctx)  # stored before the caller sees it, so a follow-up finds it
         record.first_byte()
+        record.response_started = True
         await send_json(send, 200, body, headers)
 
 

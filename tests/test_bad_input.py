@@ -136,3 +136,19 @@ def test_absurd_max_tokens(gateway: Any, dialect: str) -> None:
     else:
         body = {**body, "generationConfig": {"maxOutputTokens": 10**12}}
     assert_shape(dialect, 400, post(gateway, dialect, orjson.dumps(body)))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_an_internal_bug_is_an_in_dialect_500_not_a_traceback(gateway: Any, dialect: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import orjson
+
+    from gateway.router import Router
+
+    def broken(self: Router, model: str) -> None:
+        raise KeyError("simulated bug")
+
+    monkeypatch.setattr(Router, "resolve", broken)
+    path, body = ENDPOINTS[dialect]
+    response = httpx.post(gateway.url + path, content=orjson.dumps(body), headers={"content-type": "application/json"}, timeout=10)
+    data = assert_shape(dialect, 500, response)
+    assert "Traceback" not in response.text and "KeyError" in str(data)
