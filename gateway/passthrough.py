@@ -56,6 +56,8 @@ class FramePassthrough:
                 continue
             if self._upstream_json is not None and self._upstream_json in data:
                 data = data.replace(self._upstream_json, self._caller_json)
+            elif '"model":""' in data:  # Azure's filter-annotation chunks carry an empty model
+                data = data.replace('"model":""', '"model":' + self._caller_json, 1)
             if self._dialect == "openai-responses":
                 self._note_responses(frame.event, data)
             encoded = encode_frame(data, frame.event)

@@ -37,6 +37,15 @@ TOOL_RESULT = '{"temp_c": 18, "sky": "sunny"}'
 MAX_TOKENS = {"max_tokens": 16}
 
 
+def parse_args(text: str | None) -> dict[str, Any]:
+    """Tool arguments as an application would read them; a cut-off JSON (max_tokens mid-call) is kept raw."""
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": text}
+    return value if isinstance(value, dict) else {"_raw": text}
+
+
 @dataclass
 class Outcome:
     text: str = ""
@@ -137,7 +146,7 @@ def chat_call(base_url: str, model: str, scenario: str, stream: bool) -> Outcome
         out.text = choice.message.content or ""
         out.thinking = getattr(choice.message, "reasoning_content", None) or ""
         for call in choice.message.tool_calls or []:
-            out.tools.append((call.function.name, json.loads(call.function.arguments)))
+            out.tools.append((call.function.name, parse_args(call.function.arguments)))
             out.tool_ids.append(call.id)
         usage = completion.usage
     else:
@@ -150,6 +159,10 @@ def chat_call(base_url: str, model: str, scenario: str, stream: bool) -> Outcome
                 usage = chunk.usage
             for choice in chunk.choices:
                 delta = choice.delta
+                if delta is None:  # Azure content-filter annotation chunks carry no delta
+                    if choice.finish_reason:
+                        out.stop = choice.finish_reason
+                    continue
                 out.text += delta.content or ""
                 out.thinking += getattr(delta, "reasoning_content", None) or ""
                 for call in delta.tool_calls or []:
@@ -163,7 +176,7 @@ def chat_call(base_url: str, model: str, scenario: str, stream: bool) -> Outcome
                 if choice.finish_reason:
                     out.stop = choice.finish_reason
         for index in sorted(calls):
-            out.tools.append((calls[index]["name"], json.loads(calls[index]["arguments"] or "{}")))
+            out.tools.append((calls[index]["name"], parse_args(calls[index]["arguments"])))
             out.tool_ids.append(calls[index]["id"])
     if usage is not None:
         out.usage = {
@@ -216,7 +229,7 @@ def responses_call(base_url: str, model: str, scenario: str, stream: bool, helpe
     out.stop = response.status if response.status != "incomplete" else f"incomplete:{response.incomplete_details.reason}"
     for item in response.output:
         if item.type == "function_call":
-            out.tools.append((item.name, json.loads(item.arguments or "{}")))
+            out.tools.append((item.name, parse_args(item.arguments)))
             out.tool_ids.append(item.call_id)
         elif item.type == "reasoning":
             out.thinking += "".join(s.text for s in item.summary)
@@ -342,7 +355,7 @@ def interactions_call(base_url: str, model: str, scenario: str, stream: bool, st
         if completed is None:
             raise InteractionStreamError("truncated", "the stream ended without interaction.completed")
         for index in sorted(calls):
-            out.tools.append((calls[index]["name"], json.loads(calls[index]["arguments"] or "{}")))
+            out.tools.append((calls[index]["name"], parse_args(calls[index]["arguments"])))
             out.tool_ids.append(calls[index]["id"])
         interaction = completed
     else:
