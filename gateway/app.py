@@ -175,7 +175,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
             )
         ],
         Route("/v1/responses/{id}", StoredEndpoint(state, "openai-responses"), methods=["GET", "DELETE"]),
-        Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST"]),
+        Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST", "GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),

@@ -114,7 +114,25 @@ class Stateful:
         stored: dict[str, Any] = {"object": obj, "history": messages_to_json(history), "system": [p.text for p in req.system]}
         if dialect == INTERACTIONS:
             stored["input_steps"] = self._input_steps(codec, req, turn)
+        else:
+            stored["input_items"] = self._input_items(codec, req, turn, ctx.response_id or "")
         return stored
+
+    @classmethod
+    def _input_items(cls, codec: Codec, req: ChatRequest, turn: list[Message], sid: str) -> list[Any]:
+        """This turn's input as ``GET /v1/responses/{id}/input_items`` lists it (each item with an id)."""
+        items = []
+        for n, item in enumerate(cls._input_steps(codec, req, turn)):
+            item = dict(item)
+            kind = item.setdefault("type", "message")
+            prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}.get(kind, "item")
+            item.setdefault("id", f"{prefix}_{sid[5:]}_{n}")
+            if kind == "message" and isinstance(item.get("content"), str):
+                part = "output_text" if item.get("role") == "assistant" else "input_text"
+                item["content"] = [{"type": part, "text": item["content"]}]
+            item.setdefault("status", "completed")
+            items.append(item)
+        return items
 
     @staticmethod
     def _input_steps(codec: Codec, req: ChatRequest, turn: list[Message]) -> list[Any]:
@@ -138,7 +156,8 @@ class Stateful:
         await self.store.claim(sid, self.owner)
         placeholder = codec.encode_whole(Reply(id=sid, model=req.model, end=End("stop")), ctx)
         placeholder["status"] = "in_progress"
-        await self.store.put(KIND[dialect], sid, {"object": placeholder, "input_steps": self._input_steps(codec, req, turn) if dialect == INTERACTIONS else []})
+        inputs = {"input_steps": self._input_steps(codec, req, turn)} if dialect == INTERACTIONS else {"input_items": self._input_items(codec, req, turn, sid)}
+        await self.store.put(KIND[dialect], sid, {"object": placeholder, **inputs})
         task = asyncio.create_task(self._generate(dialect, codec, opened, ctx, turn))
         self.tasks[sid] = task
         task.add_done_callback(lambda _t: self.tasks.pop(sid, None))
@@ -284,6 +303,13 @@ class Stateful:
         if timeline and dialect == INTERACTIONS:
             obj["steps"] = list(stored.get("input_steps") or []) + list(obj.get("steps") or [])
         return obj
+
+    async def input_items(self, sid: str) -> dict[str, Any] | None:
+        stored = await self.store.get(KIND[RESPONSES], sid)
+        if stored is None:
+            return None
+        data = list(reversed(stored.get("input_items") or []))  # the API lists newest first by default
+        return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None, "has_more": False}
 
     async def cancel(self, dialect: str, sid: str) -> dict[str, Any] | None:
         status = await self.store.log_status(sid)

@@ -68,11 +68,22 @@ class StoredEndpoint:
         action = scope["path_params"].get("action")
         method = scope["method"]
         noun = "interaction" if self.dialect == INTERACTIONS else "response"
+        if action is not None and (action, method) not in (("cancel", "POST"), ("input_items", "GET")):
+            raise GatewayError("not_found", f"no such operation: {method} …/{noun}s/{{id}}/{action}", 404)
         if method == "DELETE":
             if not await stateful.delete(self.dialect, sid):
                 raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
             body = {} if self.dialect == INTERACTIONS else {"id": sid, "object": "response", "deleted": True}
             await send_json(send, 200, body)
+            return
+        if method == "GET" and action == "input_items" and self.dialect != INTERACTIONS:
+            listing = await stateful.input_items(sid)
+            if listing is None:
+                raise GatewayError("not_found", f"response {sid!r} not found or expired", 404)
+            if query.get("order") == "asc":
+                listing["data"].reverse()
+                listing["first_id"], listing["last_id"] = listing["last_id"], listing["first_id"]
+            await send_json(send, 200, listing)
             return
         if method == "POST" and action == "cancel":
             obj = await stateful.cancel(self.dialect, sid)

@@ -334,3 +334,14 @@ def test_store_false_leaves_no_trace_redis(fake: FakeUpstream, redis_url: str) -
         assert client.dbsize() == 0
         interactions(server.url).interactions.create(model="anthropic--text", input="hi")
         assert client.dbsize() > 0
+
+
+def test_responses_input_items(sqlite_gateway: Any) -> None:
+    server, _ = sqlite_gateway
+    client = openai_client(server.url)
+    created = client.responses.create(model="gemini--text", input=[{"role": "user", "content": "Hello there"}])
+    items = list(client.responses.input_items.list(created.id))
+    assert len(items) == 1 and items[0].type == "message" and items[0].role == "user"
+    assert items[0].content[0].text == "Hello there"
+    with pytest.raises(openai.NotFoundError):
+        list(client.responses.input_items.list("resp_missing"))
