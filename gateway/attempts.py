@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
@@ -123,6 +124,31 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
         await source.aclose()
         raise GatewayError(leading_error.kind, leading_error.message, leading_error.status, raw=leading_error.raw, origin=settings.dialect)
     return source, first
+
+
+async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
+    """The opened upstream's events, batch by batch, always ending with ``End`` or ``StreamError``.
+
+    An upstream silent past its idle timeout, or a source that ends without a terminator, ends with
+    a ``StreamError``. Used by whole replies and detached generations; the streaming relay keeps
+    per-chunk timers out of its loop and uses ``StreamWriter``'s watchdog instead.
+    """
+    source = opened.source
+    idle = opened.provider.settings.idle_timeout
+    batch = opened.first
+    while True:
+        yield batch
+        if batch and isinstance(batch[-1], (End, StreamError)):
+            return
+        if source.done:
+            yield [StreamError("truncated", "upstream stream ended without its terminator", 502)]
+            return
+        try:
+            async with asyncio.timeout(idle):
+                batch = await source.next_batch()
+        except TimeoutError:
+            yield [StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)]
+            return
 
 
 async def open_upstream(

@@ -15,7 +15,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
-from gateway.attempts import Opened, open_upstream
+from gateway.attempts import Opened, batches, open_upstream
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
@@ -60,6 +60,9 @@ def check_auth(keys: list[str], scope: Scope, query: dict[str, str]) -> None:
         ok |= hmac.compare_digest(presented_b, key.encode())
     if not ok:
         raise GatewayError("authentication", "invalid API key", 401)
+
+
+_TRACKED = (Usage, End, StreamError)  # the events the access log reads while streaming
 
 
 def _note_usage(record: AccessRecord, event: Event) -> None:
@@ -216,7 +219,7 @@ class Relay:
                         out += passthrough.error_tail(batch[-1])  # type: ignore[arg-type]
                 finished = False
                 for event in batch:
-                    if type(event) in (Usage, End, StreamError):
+                    if type(event) in _TRACKED:
                         _note_usage(record, event)
                         finished = finished or type(event) is not Usage
                 if persist is not None:
@@ -269,24 +272,11 @@ class Relay:
         self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
     ) -> None:
         builder = persist.builder if persist is not None else ReplyBuilder()
-        source = opened.source
-        idle = opened.provider.settings.idle_timeout
-        batch = opened.first
-        while True:
+        async for batch in batches(opened):
             for event in batch:
                 builder.add(event)
                 _note_usage(record, event)
-            reply = builder.reply
-            if reply.end is not None or reply.error is not None or source.done:
-                break
-            try:
-                async with asyncio.timeout(idle):
-                    batch = await source.next_batch()
-            except TimeoutError:
-                batch = [StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)]
         reply = builder.reply
-        if reply.error is None and reply.end is None:
-            reply.error = StreamError("truncated", "upstream stream ended without its terminator", 502)
         if reply.error is not None:
             e = reply.error
             err = GatewayError(e.kind, e.message, e.status, raw=e.raw, origin=ctx.upstream_dialect)

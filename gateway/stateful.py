@@ -30,7 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import Send
-from gateway.attempts import Opened
+from gateway.attempts import Opened, batches
 from gateway.dialects.base import BuildOptions, Codec, EncodeContext
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError
@@ -217,20 +217,8 @@ class Stateful:
 
         try:
             async with asyncio.timeout(self.max_seconds):
-                idle = opened.provider.settings.idle_timeout
-                batch = opened.first
-                while True:
+                async for batch in batches(opened):
                     await emit(batch)
-                    if builder.reply.end is not None or builder.reply.error is not None:
-                        break
-                    if source.done:
-                        await emit([StreamError("truncated", "upstream stream ended without its terminator", 502)])
-                        break
-                    try:
-                        async with asyncio.timeout(idle):
-                            batch = await source.next_batch()
-                    except TimeoutError:
-                        batch = [StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)]
         except asyncio.CancelledError:
             cancelled = cancelled or sid in self.cancelling
             if not cancelled:
