@@ -15,7 +15,9 @@ the model name breaks the reply on purpose, so tests can prove the load generato
 
 Replies are pre-built bytes, cached per (dialect, N, corruption): per request the fake only parses the
 request head, reads the body and writes. Each SSE event goes out as its own HTTP chunk
-(Transfer-Encoding: chunked), all in one write. Keep-alive is supported (httpx pools connections); ``GET /stats`` reports requests and connections
+(Transfer-Encoding: chunked), all in one write — or, with a ``gap<N>`` token in the model name
+(``x-bench-gap-us`` header), each in its own write N µs apart, so every event reaches the gateway
+in its own socket read, as a real model's tokens do. Keep-alive is supported (httpx pools connections); ``GET /stats`` reports requests and connections
 accepted so far, so a client that opens a connection per request shows up.
 
     python bench/fake_upstream.py --port 9100 [--chunks 50] [--host 127.0.0.1]
@@ -179,6 +181,7 @@ def dialect_of(path: str) -> str | None:
 
 
 _CHUNKS_RE = re.compile(rb"chunks(\d+)")
+_GAP_RE = re.compile(rb"gap(\d+)")
 _CORRUPT_RE = re.compile(rb"corrupt-(text|count|truncate)")
 _HEAD_OK = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
 
@@ -197,6 +200,15 @@ class FakeUpstream:
         if body is None:
             body = self._cache[key] = _chunked(events(dialect, n, corrupt))
         return _HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n") + body
+
+    async def spread_reply(self, writer: asyncio.StreamWriter, dialect: str, n: int, corrupt: str, keep_alive: bool, gap: float) -> None:
+        """The same reply, one HTTP chunk per write with ``gap`` seconds between them."""
+        writer.write(_HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n"))
+        for ev in events(dialect, n, corrupt):
+            writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+            await writer.drain()
+            await asyncio.sleep(gap)
+        writer.write(b"0\r\n\r\n")
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -247,7 +259,14 @@ class FakeUpstream:
                     if not corrupt:
                         m = _CORRUPT_RE.search(target) or _CORRUPT_RE.search(body)
                         corrupt = m.group(1).decode() if m else ""
-                    writer.write(self.reply(dialect, n, corrupt, keep_alive))
+                    gap = int(headers.get(b"x-bench-gap-us", b"0"))
+                    if not gap:
+                        m = _GAP_RE.search(target) or _GAP_RE.search(body)
+                        gap = int(m.group(1)) if m else 0
+                    if gap:
+                        await self.spread_reply(writer, dialect, n, corrupt, keep_alive, gap / 1e6)
+                    else:
+                        writer.write(self.reply(dialect, n, corrupt, keep_alive))
                 await writer.drain()
                 if not keep_alive:
                     return

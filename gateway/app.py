@@ -145,7 +145,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        problems = [p.name for p in state.providers.values() if p.dialect != "demo" and p.client is None]
+        problems = [p.name for p in state.providers.values() if p.dialect != "demo" and p.pool is None]
         if problems or state.shutting_down:
             return JSONResponse({"status": "not ready", "providers_not_started": problems, "shutting_down": state.shutting_down}, 503)
         return JSONResponse({"status": "ready", "providers": sorted(state.providers), "routes": len(state.settings.routes)})

@@ -16,7 +16,8 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
+from gateway import http_client
+from gateway.http_client import Response
 
 from gateway.demo import demo_events
 from gateway.dialects.base import BuildOptions
@@ -51,7 +52,7 @@ class Opened:
     attempts: list[Attempt] = field(default_factory=list)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Response) -> float | None:
     value = response.headers.get("retry-after")
     if value is None:
         return None
@@ -85,18 +86,18 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
         stream=req.stream or stream_upstream,
     )
     call = codec.build_request(req, target.upstream_model, options)
-    response: httpx.Response | None = None
+    response: Response | None = None
     source = None
     try:
         async with asyncio.timeout(settings.first_byte_timeout):
             try:
                 response = await provider.send(call)
-            except httpx.TimeoutException as exc:
+            except http_client.TimeoutException as exc:
                 raise GatewayError("timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504) from None
-            except httpx.HTTPError as exc:
+            except http_client.HTTPError as exc:
                 raise GatewayError("bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502) from None
             if response.status_code >= 400:
-                body = await response.aread()
+                body = await response.aread(limit=1 << 20)  # an error body: a megabyte says enough
                 err = codec.decode_error(response.status_code, body)
                 err.retry_after = _retry_after(response)
                 if response.status_code in (401, 403):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
+from gateway import http_client
 import orjson
 
 from gateway.asgi import Receive, Scope, Send, headers_dict, parse_json_object, read_body, send_json
@@ -48,7 +48,7 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
     """Ask the routed upstream to count, where its dialect can; ``None`` means: estimate."""
     target = state.router.resolve(req.model).targets[0]
     provider = state.providers[target.provider]
-    if provider.dialect not in ("anthropic", "gemini") or provider.client is None:
+    if provider.dialect not in ("anthropic", "gemini") or provider.pool is None:
         return None
     from gateway.dialects.base import BuildOptions
 
@@ -67,7 +67,7 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
     call.body = body
     try:
         response = await provider.send(call)
-    except httpx.HTTPError:
+    except http_client.HTTPError:
         return None
     try:
         data = await response.aread()

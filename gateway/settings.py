@@ -57,6 +57,8 @@ class ProviderSettings(BaseModel):
     retry_backoff: float = 0.5  # base seconds; jittered, doubled per attempt
     max_retry_after: float = 30.0  # a longer Retry-After moves on to the next fallback
     max_connections: int = 1000
+    keepalive_expiry: float = 15.0  # idle upstream connections older than this are not reused
+    ca_file: str | None = None  # PEM bundle to trust instead of the system's (a private CA in front of the provider)
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send

@@ -1,6 +1,6 @@
 """Event sources: where the relay pulls decoded events from, one batch per upstream read.
 
-``HttpEventSource`` wraps a streamed httpx response: bytes → ``SSEDecoder`` → the upstream
+``HttpEventSource`` wraps a streamed upstream response (``http_client.Response``): bytes → ``SSEDecoder`` → the upstream
 dialect's ``StreamDecoder`` → events. A body that ends mid-event, a connection reset, or a clean
 close without the dialect's terminator all become a trailing ``StreamError`` — never a silent end.
 A JSON body (an upstream that ignored the stream switch) is decoded whole.
@@ -11,7 +11,8 @@ from __future__ import annotations
 import abc
 import asyncio
 
-import httpx2 as httpx  # pydantic's maintained httpx: same API, fixed connection pool (README)
+from gateway import http_client
+from gateway.http_client import Response
 
 from gateway.dialects.base import Codec
 from gateway.events import End, Event, StreamError
@@ -56,17 +57,13 @@ class HttpEventSource(EventSource):
     here (a cut or a missing terminator) rather than sent by the upstream in a frame.
     """
 
-    def __init__(self, provider: Provider, response: httpx.Response, codec: Codec) -> None:
+    def __init__(self, provider: Provider, response: Response, codec: Codec) -> None:
         self._provider = provider
         self._response = response
         self._codec = codec
         self._closed = False
         content_type = response.headers.get("content-type", "")
         self.is_json = "application/json" in content_type
-        # We ask for identity encoding (upstream.py); raw bytes skip httpx's decoder chain, unless
-        # the server compressed anyway.
-        encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-        self._chunks = response.aiter_bytes() if encoded else response.aiter_raw()
         self._sse = SSEDecoder()
         self._decoder = codec.stream_decoder()
         self.keep_frames = False
@@ -84,16 +81,16 @@ class HttpEventSource(EventSource):
         feed = self._decoder.feed
         while True:
             try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                if not self._ended() and await self._resume():
-                    continue
-                return self._finish()
-            except httpx.HTTPError as exc:
+                chunk = await self._response.read_some()  # everything one socket read brought
+            except http_client.HTTPError as exc:
                 if await self._resume():
                     continue
                 self.done = self.synthetic = True
                 return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
+            if not chunk:
+                if not self._ended() and await self._resume():
+                    continue
+                return self._finish()
             events: list[Event] = []
             if self.keep_frames:
                 for frame in self._sse.feed(chunk):
@@ -124,12 +121,11 @@ class HttpEventSource(EventSource):
         self._closed = True
         try:
             response = await self._provider.send(call)
-        except httpx.HTTPError:
+        except http_client.HTTPError:
             return False
         self._response, self._closed = response, False
         if response.status_code >= 400:
             return False
-        self._chunks = response.aiter_raw()
         self._sse = SSEDecoder()  # a half-received frame is dropped: it is replayed after last_event_id
         return True
 
@@ -149,7 +145,7 @@ class HttpEventSource(EventSource):
         self.done = True
         try:
             body = await self._response.aread()
-        except httpx.HTTPError as exc:
+        except http_client.HTTPError as exc:
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
         from gateway.dialects.common import loads_object
 
@@ -178,9 +174,9 @@ class HttpEventSource(EventSource):
         budget = 65536
         try:
             async with asyncio.timeout(0.2):
-                async for chunk in self._chunks:
+                while chunk := await self._response.read_some():
                     budget -= len(chunk)
                     if budget < 0:
                         return
-        except (TimeoutError, httpx.HTTPError):
+        except (TimeoutError, http_client.HTTPError):
             return

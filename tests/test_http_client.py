@@ -1,0 +1,359 @@
+"""The upstream HTTP/1.1 client against a real loopback server that answers with scripted bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import Callable
+
+import pytest
+
+from gateway.http_client import (
+    ConnectError,
+    ConnectionPool,
+    LocalProtocolError,
+    PoolTimeout,
+    ReadError,
+    RemoteProtocolError,
+    split_url,
+)
+
+
+class ScriptedServer:
+    """Reads each request head (+ content-length body) and lets ``answer`` write the reply."""
+
+    def __init__(self, answer: Callable[[asyncio.StreamWriter, bytes, bytes, int], object]) -> None:
+        self.answer = answer
+        self.requests: list[tuple[bytes, bytes]] = []
+        self.connections = 0
+        self.closed_connections = 0
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def __aenter__(self) -> ScriptedServer:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self._writers:
+            writer.transport.abort()
+        await asyncio.sleep(0.01)  # let the handlers see their connections end
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.add(writer)
+        self.reader = reader
+        index = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length) if length else b""
+                self.requests.append((head, body))
+                result = self.answer(writer, head, body, index)
+                if asyncio.iscoroutine(result):
+                    result = await result
+                index += 1
+                if result == "close":
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self.closed_connections += 1
+
+
+def chunked(*parts: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+async def read_all(response) -> list[bytes]:
+    reads = []
+    while chunk := await response.read_some():
+        reads.append(chunk)
+    return reads
+
+
+async def test_chunks_of_one_socket_read_come_out_as_one_piece_and_the_connection_is_reused() -> None:
+    events = [b"data: %d\n\n" % i for i in range(50)]
+
+    def answer(writer, head, body, index):
+        writer.write(SSE_HEAD + chunked(*events))
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        for _ in range(3):
+            response = await pool.send("POST", server.url + "/v1/x", {"content-type": "application/json"}, b'{"a":1}')
+            assert response.status_code == 200
+            assert response.headers["content-type"] == "text/event-stream"
+            reads = await read_all(response)
+            assert b"".join(reads) == b"".join(events)
+            assert len(reads) < 5  # 50 HTTP chunks, a handful of socket reads
+            await response.aclose()
+        assert server.connections == 1 and pool.connections_opened == 1
+        head, body = server.requests[0]
+        assert head.startswith(b"POST /v1/x HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n" % server.port)
+        assert b"content-length: 7\r\n" in head and body == b'{"a":1}'
+        await pool.aclose()
+
+
+async def test_content_length_and_read_until_close_bodies() -> None:
+    def answer(writer, head, body, index):
+        if index == 0:
+            writer.write(b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 2\r\ncontent-length: 11\r\n\r\n{\"e\":\"429\"}")
+            return None
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"until\":\"close\"}")
+        return "close"
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        first = await pool.send("POST", server.url, {}, b"{}")
+        assert (first.status_code, first.headers["retry-after"], await first.aread()) == (429, "2", b'{"e":"429"}')
+        await first.aclose()
+        second = await pool.send("GET", server.url + "/v1beta/x", {}, None, {"stream": "true", "last_event_id": "evt 7"})
+        assert await second.aread() == b'{"until":"close"}'
+        await second.aclose()
+        assert server.requests[1][0].startswith(b"GET /v1beta/x?stream=true&last_event_id=evt+7 HTTP/1.1\r\n")
+        assert b"content-length" not in server.requests[1][0]
+        assert pool.open_connections == 0  # a read-until-close connection is never reused
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_replaced_without_an_error() -> None:
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        return "close"  # closes after answering, without saying connection: close
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        for _ in range(3):
+            response = await pool.send("POST", server.url, {}, b"{}")
+            assert await response.aread() == b"ok"
+            await response.aclose()
+            await asyncio.sleep(0.05)
+        assert server.connections == 3 and len(server.requests) == 3
+        assert pool.open_connections <= 1
+
+
+async def test_reused_connection_reset_just_after_the_request_is_sent_again() -> None:
+    def answer(writer, head, body, index):
+        if index == 0:
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            return None
+        writer.transport.abort()  # the keep-alive race: the server drops it as our request arrives
+        return "close"
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        response = await pool.send("POST", server.url, {}, b"{}")
+        await response.aread()
+        await response.aclose()
+        calls = 0
+        original = answer
+
+        def second(writer, head, body, index):
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                return original(writer, head, body, 1)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nagain")
+            return None
+
+        server.answer = second
+        response = await pool.send("POST", server.url, {}, b"{}")
+        assert await response.aread() == b"again"
+        await response.aclose()
+        assert server.connections == 2
+
+
+async def test_a_body_cut_mid_way_raises_read_error() -> None:
+    def answer(writer, head, body, index):
+        writer.write(SSE_HEAD + b"f\r\ndata: partial\n\n\r\n10\r\ndata: ")
+        return "close"
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        response = await pool.send("POST", server.url, {}, b"{}")
+        received = b""
+        with pytest.raises(ReadError):
+            while True:
+                received += await response.read_some()
+        assert received.startswith(b"data: partial\n\n")
+        await response.aclose()
+        assert pool.open_connections == 0
+
+
+async def test_garbage_is_a_protocol_error_and_a_refused_port_a_connect_error() -> None:
+    def answer(writer, head, body, index):
+        writer.write(b"SMTP ready\r\n\r\n")
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        with pytest.raises(RemoteProtocolError):
+            await pool.send("POST", server.url, {}, b"{}")
+        port = server.port
+    assert pool.open_connections == 0
+    with pytest.raises(ConnectError):
+        await ConnectionPool().send("POST", f"http://127.0.0.1:{port}", {}, b"{}")
+
+
+async def test_header_values_with_line_breaks_are_refused() -> None:
+    with pytest.raises(LocalProtocolError):
+        await ConnectionPool().send("POST", "http://127.0.0.1:9", {"x-evil": "a\r\nx-api-key: stolen"}, b"{}")
+
+
+async def test_pool_limit_waits_for_a_released_connection_then_times_out() -> None:
+    release = asyncio.Event()
+
+    async def answer(writer, head, body, index):
+        writer.write(SSE_HEAD + b"5\r\nhello\r\n")
+        await release.wait()
+        writer.write(b"0\r\n\r\n")
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool(max_connections=1, pool_timeout=0.3)
+        first = await pool.send("POST", server.url, {}, b"{}")
+        with pytest.raises(PoolTimeout):
+            await pool.send("POST", server.url, {}, b"{}")
+        waiting = asyncio.create_task(pool.send("POST", server.url, {}, b"{}"))
+        await asyncio.sleep(0.05)
+        release.set()
+        assert b"".join(await read_all(first)) == b"hello"
+        await first.aclose()
+        release.clear()
+        second = await asyncio.wait_for(waiting, 2)
+        assert await second.read_some() == b"hello"
+        release.set()
+        await read_all(second)
+        await second.aclose()
+        assert server.connections == 1 and pool.open_connections == 1
+
+
+async def test_slow_reader_pauses_the_socket_instead_of_buffering_everything() -> None:
+    big = b"x" * 65536
+    sent = asyncio.Event()
+
+    async def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % (len(big) * 160))
+        for _ in range(160):  # 10 MiB
+            writer.write(big)
+            await writer.drain()
+        sent.set()
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        response = await pool.send("GET", server.url, {}, None)
+        await asyncio.sleep(0.3)
+        assert not sent.is_set()  # the server is blocked on our closed TCP window
+        conn = response._conn
+        assert conn._body_size < 2 * 1024 * 1024
+        total = 0
+        while chunk := await response.read_some():
+            total += len(chunk)
+        assert total == len(big) * 160 and sent.is_set()
+        await response.aclose()
+
+
+async def test_cancelling_a_waiting_request_closes_its_connection() -> None:
+    async def answer(writer, head, body, index):
+        while not server.reader.at_eof():  # until the client hangs up
+            await asyncio.sleep(0.005)
+        return "close"
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        task = asyncio.create_task(pool.send("POST", server.url, {}, b"{}"))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(50):
+            if server.closed_connections:
+                break
+            await asyncio.sleep(0.01)
+        assert server.closed_connections == 1 and pool.open_connections == 0
+
+
+async def test_gzip_body_is_decoded_and_interim_responses_skipped() -> None:
+    payload = gzip.compress(b'{"ok": true}')
+
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool()
+        response = await pool.send("POST", server.url, {}, b"{}")
+        assert response.status_code == 200 and await response.aread() == b'{"ok": true}'
+        await response.aclose()
+
+
+def test_url_splitting() -> None:
+    origin, target = split_url("https://api.example.com/v1/chat/completions", None)
+    assert (origin.scheme, origin.host, origin.port, origin.host_header, target) == ("https", "api.example.com", 443, b"api.example.com", b"/v1/chat/completions")
+    origin, target = split_url("http://[::1]:8080/v1beta/models/g:streamGenerateContent?alt=sse", {"key": "k"})
+    assert (origin.host, origin.port, origin.host_header, target) == ("::1", 8080, b"[::1]:8080", b"/v1beta/models/g:streamGenerateContent?alt=sse&key=k")
+    with pytest.raises(ConnectError):
+        split_url("ftp://x/y", None)
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not installed")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = str(d / "cert.pem"), str(d / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    return cert, key
+
+
+async def test_https_verifies_the_certificate_against_ca_file(tls_files: tuple[str, str]) -> None:
+    import ssl
+
+    cert, key = tls_files
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                writer.write(SSE_HEAD + chunked(b"data: secure\n\n"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        pool = ConnectionPool(ca_file=cert)
+        for _ in range(2):
+            response = await pool.send("POST", f"https://localhost:{port}/v1/messages", {}, b"{}")
+            assert await response.aread() == b"data: secure\n\n"
+            await response.aclose()
+        assert pool.connections_opened == 1  # kept alive over TLS too
+        await pool.aclose()
+        with pytest.raises(ConnectError):  # self-signed: not trusted by the system store
+            await ConnectionPool().send("POST", f"https://localhost:{port}/v1/messages", {}, b"{}")
+    finally:
+        server.close()
