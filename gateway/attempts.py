@@ -66,7 +66,7 @@ async def _first_events(source: EventSource) -> list[Event]:
     """Read until something beyond MessageStart/Usage arrives (content, End or StreamError)."""
     events: list[Event] = []
     while not source.done:
-        batch = await source.next_batch()
+        batch = await source.next_batch(until_content=True)
         events += batch
         if any(isinstance(e, (BlockStart, End, StreamError)) for e in batch):
             break

@@ -15,9 +15,13 @@ from gateway import http_client
 from gateway.http_client import Response
 
 from gateway.dialects.base import Codec
-from gateway.events import End, Event, StreamError
+from gateway.events import End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
 from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
+
+
+# Where a first batch may stop: the first token (or the end) has been decoded.
+_FIRST_CONTENT = (TextDelta, ThinkingDelta, ToolArgsDelta, End, StreamError)
 
 
 class EventSource(abc.ABC):
@@ -26,8 +30,11 @@ class EventSource(abc.ABC):
     done: bool = False
 
     @abc.abstractmethod
-    async def next_batch(self) -> list[Event]:
-        """The next non-empty batch of events (one upstream read's worth)."""
+    async def next_batch(self, until_content: bool = False) -> list[Event]:
+        """The next non-empty batch of events (one upstream read's worth).
+
+        ``until_content``: stop after the frame that brought the first token (the rest of that
+        read waits for the next call), so the caller's first token does not wait for a burst."""
 
     async def aclose(self) -> None:
         return None
@@ -41,7 +48,7 @@ class ListEventSource(EventSource):
         self._pos = 0
         self._batch = batch
 
-    async def next_batch(self) -> list[Event]:
+    async def next_batch(self, until_content: bool = False) -> list[Event]:
         batch = self._events[self._pos : self._pos + self._batch]
         self._pos += self._batch
         if self._pos >= len(self._events):
@@ -69,36 +76,51 @@ class HttpEventSource(EventSource):
         self.keep_frames = False
         self._resumes = 0
         self._frames: list[tuple[SSEFrame, list[Event]]] = []
+        self._held: list[SSEFrame] = []  # frames of a read not yet decoded (after until_content)
         self.synthetic = False
 
     def take_frames(self) -> list[tuple[SSEFrame, list[Event]]]:
         frames, self._frames = self._frames, []
         return frames
 
-    async def next_batch(self) -> list[Event]:
+    async def next_batch(self, until_content: bool = False) -> list[Event]:
         if self.is_json:
             return await self._whole()
         feed = self._decoder.feed
+        keep = self.keep_frames
         while True:
-            try:
-                chunk = await self._response.read_some()  # everything one socket read brought
-            except http_client.HTTPError as exc:
-                if await self._resume():
-                    continue
-                self.done = self.synthetic = True
-                return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
-            if not chunk:
-                if not self._ended() and await self._resume():
-                    continue
-                return self._finish()
+            if self._held:
+                frames, self._held = self._held, []
+            else:
+                try:
+                    chunk = await self._response.read_some()  # everything one socket read brought
+                except http_client.HTTPError as exc:
+                    if await self._resume():
+                        continue
+                    self.done = self.synthetic = True
+                    return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
+                if not chunk:
+                    if not self._ended() and await self._resume():
+                        continue
+                    return self._finish()
+                frames = self._sse.feed(chunk)
             events: list[Event] = []
-            if self.keep_frames:
-                for frame in self._sse.feed(chunk):
+            if until_content:
+                for i, frame in enumerate(frames):
+                    produced = feed(frame)
+                    if keep:
+                        self._frames.append((frame, produced))
+                    events += produced
+                    if any(type(e) in _FIRST_CONTENT for e in produced):
+                        self._held = frames[i + 1 :]
+                        break
+            elif keep:
+                for frame in frames:
                     produced = feed(frame)
                     self._frames.append((frame, produced))
                     events += produced
             else:
-                for frame in self._sse.feed(chunk):
+                for frame in frames:
                     events += feed(frame)
             if events:
                 if isinstance(events[-1], (End, StreamError)):
