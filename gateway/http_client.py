@@ -440,8 +440,18 @@ class ConnectionPool:
             if not waiter.done():
                 waiter.set_result(conn)
                 return
-        conn.idle_since = time.monotonic()
-        self._idle.setdefault(conn.origin, {})[conn] = None
+        now = time.monotonic()
+        conn.idle_since = now
+        idle = self._idle.setdefault(conn.origin, {})
+        idle[conn] = None
+        # Close the expired ones from the old end: O(1) per release, and the pool does not keep
+        # sockets from a past burst open until the server happens to close them.
+        while len(idle) > 1:
+            oldest = next(iter(idle))
+            if now - oldest.idle_since < self.keepalive_expiry:
+                break
+            del idle[oldest]
+            self._discard(oldest)
 
     def _discard(self, conn: _Connection) -> None:
         conn.pool = _DETACHED  # its slot is given back here, not again by connection_lost

@@ -357,3 +357,23 @@ async def test_https_verifies_the_certificate_against_ca_file(tls_files: tuple[s
             await ConnectionPool().send("POST", f"https://localhost:{port}/v1/messages", {}, b"{}")
     finally:
         server.close()
+
+
+async def test_idle_connections_past_their_expiry_are_closed_not_reused() -> None:
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool(keepalive_expiry=0.2)
+        first = [await pool.send("POST", server.url, {}, b"{}") for _ in range(3)]  # three at once: three connections
+        for response in first:
+            await response.aread()
+            await response.aclose()
+        assert pool.open_connections == 3 and server.connections == 3
+        await asyncio.sleep(0.3)
+        response = await pool.send("POST", server.url, {}, b"{}")  # the idle ones expired: a fresh one
+        await response.aread()
+        await response.aclose()
+        assert server.connections == 4
+        assert pool.open_connections == 1
+        await pool.aclose()
