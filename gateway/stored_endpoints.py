@@ -86,6 +86,12 @@ class StoredEndpoint:
             await send_json(send, 200, listing)
             return
         if method == "POST" and action == "cancel":
+            if self.dialect != INTERACTIONS:
+                stored = await stateful.stored_object(self.dialect, sid)
+                if stored is None:
+                    raise GatewayError("not_found", f"response {sid!r} not found", 404)
+                if not stored.get("background"):  # as OpenAI: a finished background one is returned as is
+                    raise GatewayError("invalid_request", "Only responses created with background=true can be cancelled.", 400)
             obj = await stateful.cancel(self.dialect, sid)
             if obj is None:
                 raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)

@@ -214,6 +214,23 @@ def test_responses_background_resume_with_starting_after(sqlite_gateway: Any) ->
     assert client.responses.retrieve(created.id).status == "completed"
 
 
+def test_responses_cancel_only_background_ones(sqlite_gateway: Any) -> None:
+    import openai
+
+    server, _ = sqlite_gateway
+    client = openai_client(server.url)
+    running = client.responses.create(model="anthropic--slow_stream", input="hi", background=True)
+    assert running.background is True
+    cancelled = client.responses.cancel(running.id)
+    assert cancelled.status == "cancelled" and cancelled.background is True
+    assert client.responses.cancel(running.id).status == "cancelled"  # again: returned as it is
+    foreground = client.responses.create(model="openai-chat--text", input="hi")
+    assert foreground.background is False and foreground.store is True
+    with pytest.raises(openai.BadRequestError, match="background=true"):
+        client.responses.cancel(foreground.id)
+    assert client.responses.retrieve(foreground.id).status == "completed"
+
+
 def test_responses_previous_response_id_across_dialects(sqlite_gateway: Any, fake: FakeUpstream) -> None:
     server, _ = sqlite_gateway
     client = openai_client(server.url)
