@@ -63,6 +63,17 @@ def test_chunk_count_from_model_name(fake_url: str, dialect: str) -> None:
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
+def test_spread_reply_sends_each_event_on_its_own(fake_url: str, dialect: str) -> None:
+    # "gap<N>" in the model name: the same reply, one write per event N µs apart (run.py --gap-us)
+    import time
+
+    started = time.perf_counter()
+    res = run(loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-chunks20-gap5000", concurrency=1, requests=1, chunks=20))
+    assert (res.verified, res.errors) == (1, 0), res.error_samples
+    assert time.perf_counter() - started > 20 * 0.005  # the gaps really happened
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("corrupt", ["text", "count", "truncate"])
 def test_corrupted_stream_is_not_verified(fake_url: str, dialect: str, corrupt: str) -> None:
     res = run(loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-model", concurrency=2, requests=4, chunks=20,

@@ -377,3 +377,47 @@ async def test_idle_connections_past_their_expiry_are_closed_not_reused() -> Non
         assert server.connections == 4
         assert pool.open_connections == 1
         await pool.aclose()
+
+
+async def test_pool_bookkeeping_survives_cancellations_under_contention() -> None:
+    import random
+
+    rng = random.Random(7)
+
+    async def answer(writer, head, body, index):
+        await asyncio.sleep(rng.random() * 0.01)
+        if rng.random() < 0.1:
+            writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")
+            return "close"
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        return None
+
+    async with ScriptedServer(answer) as server:
+        pool = ConnectionPool(max_connections=4, pool_timeout=5)
+        done = 0
+
+        async def one(i: int) -> None:
+            nonlocal done
+            response = await pool.send("POST", server.url, {}, b"{}")
+            try:
+                if i % 5 == 0:
+                    return  # closed unread: the connection is not reused
+                assert await response.aread() == b"ok"
+                done += 1
+            finally:
+                await response.aclose()
+
+        tasks = [asyncio.create_task(one(i)) for i in range(200)]
+        await asyncio.sleep(0.02)
+        for task in tasks[::7]:
+            task.cancel()  # some while waiting for a slot, some mid-request
+        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+        assert all(r is None or isinstance(r, asyncio.CancelledError) for r in results), [r for r in results if r is not None][:3]
+        assert done > 100
+        idle = sum(len(d) for d in pool._idle.values())
+        assert pool.open_connections == idle <= 4  # every slot accounted for, none leaked
+        assert not pool._waiters or all(w.done() for w in pool._waiters)
+        response = await pool.send("POST", server.url, {}, b"{}")  # and it still works
+        assert await response.aread() == b"ok"
+        await response.aclose()
+        await pool.aclose()
