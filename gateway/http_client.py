@@ -122,8 +122,13 @@ class Response:
         """Every body byte that has arrived since the last call (waiting for at least one);
         ``b""`` once the body is complete. Raises ``ReadError`` if the connection is lost first."""
         data = await self._conn.read_body()
-        if self._inflate is not None:
-            data = self._inflate.decompress(data) if data else self._inflate.flush()
+        while self._inflate is not None:
+            if not data:
+                return self._inflate.flush()
+            data = self._inflate.decompress(data)
+            if data:
+                return data
+            data = await self._conn.read_body()  # a compressed piece too short to yield a byte yet
         return data
 
     async def aread(self, limit: int | None = None) -> bytes:

@@ -290,8 +290,12 @@ async def test_cancelling_a_waiting_request_closes_its_connection() -> None:
 async def test_gzip_body_is_decoded_and_interim_responses_skipped() -> None:
     payload = gzip.compress(b'{"ok": true}')
 
-    def answer(writer, head, body, index):
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+    async def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: %d\r\n\r\n" % len(payload))
+        for i in range(len(payload)):  # byte by byte: pieces too short to inflate must not look like the end
+            writer.write(payload[i : i + 1])
+            await writer.drain()
+            await asyncio.sleep(0.001)
 
     async with ScriptedServer(answer) as server:
         pool = ConnectionPool()
