@@ -122,6 +122,7 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False  # OpenAI chat stream_options.include_usage
+    stream_framing: str = "sse"  # or "json-array": Gemini streamGenerateContent without alt=sse
     user: str | None = None
     metadata: dict[str, Any] | None = None
     thinking: Thinking | None = None

@@ -38,6 +38,11 @@ SSE_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+JSON_ARRAY_STREAM_HEADERS = [  # Gemini streamGenerateContent without alt=sse
+    (b"content-type", b"application/json; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
 def caller_key(scope: Scope, query: dict[str, str]) -> str | None:
@@ -170,7 +175,7 @@ class Relay:
 
     async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None) -> None:
         try:
-            fast = codec.name if req.stream and self.state.fast_path and persist is None else None
+            fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
             opened = await open_upstream(self.state.providers, req, resolved, fast)
         except GatewayError as err:
             record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
@@ -199,7 +204,8 @@ class Relay:
         metrics = state.observer.metrics
         metrics.active_streams.inc()
         record.response_started = True
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
+        framing = SSE_HEADERS if ctx.request.stream_framing == "sse" else JSON_ARRAY_STREAM_HEADERS
+        await send({"type": "http.response.start", "status": 200, "headers": framing + headers})
         passthrough = None
         if isinstance(source, HttpEventSource) and source.keep_frames:
             passthrough = FramePassthrough(codec.name, ctx.model, ctx.request.include_usage, encoder)

@@ -1,4 +1,5 @@
-"""The ``gemini`` dialect: Gemini API ``generateContent`` / ``streamGenerateContent?alt=sse``.
+"""The ``gemini`` dialect: Gemini API ``generateContent`` / ``streamGenerateContent`` (``?alt=sse``,
+or without it the REST default, a streamed JSON array: json_array.py).
 
 Where each mapping lives: request_parse.py (caller JSON → IR), request_build.py (IR → upstream
 call), schema.py (JSON Schema → Gemini's OpenAPI subset), stream_decode.py / stream_encode.py,
@@ -18,6 +19,7 @@ from gateway.reply import Reply
 from . import errors, request_build, request_parse, whole
 from .schema import convert_for_gemini
 from .stream_decode import GeminiStreamDecoder
+from .json_array import JsonArrayStreamEncoder
 from .stream_encode import GeminiStreamEncoder
 
 
@@ -39,7 +41,9 @@ class GeminiCodec:
     def decode_error(self, status: int, body: bytes) -> GatewayError:
         return errors.decode_error(status, body)
 
-    def stream_encoder(self, ctx: EncodeContext) -> GeminiStreamEncoder:
+    def stream_encoder(self, ctx: EncodeContext) -> GeminiStreamEncoder | JsonArrayStreamEncoder:
+        if ctx.request.stream_framing == "json-array":
+            return JsonArrayStreamEncoder(GeminiStreamEncoder(ctx))
         return GeminiStreamEncoder(ctx)
 
     def encode_whole(self, reply: Reply, ctx: EncodeContext) -> dict[str, Any]:

@@ -101,6 +101,8 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         raise invalid("model: missing in the URL (/v1beta/models/{model}:generateContent)", param="model")
     body = _camel(body)
     req = ChatRequest(model=model, dialect=DIALECT, stream=bool(meta.stream))
+    if req.stream and meta.query.get("alt", "").lower() != "sse":
+        req.stream_framing = "json-array"  # the REST default: one JSON array, element by element
     extras: dict[str, Any] = {}
 
     ids = _Ids()
