@@ -62,7 +62,9 @@ class Provider:
             self.pool = None
 
     def url(self, call: UpstreamCall) -> str:
-        return self.settings.base_url.rstrip("/") + call.path
+        # A query in base_url (Azure's ?api-version=…) stays a query, after the call's path.
+        base, _, query = self.settings.base_url.partition("?")
+        return base.rstrip("/") + call.path + ("?" + query if query else "")
 
     async def send(self, call: UpstreamCall) -> Response:
         """Send ``call`` and return the response with its body still unread (streamed).

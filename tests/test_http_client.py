@@ -425,3 +425,24 @@ async def test_pool_bookkeeping_survives_cancellations_under_contention() -> Non
         assert await response.aread() == b"ok"
         await response.aclose()
         await pool.aclose()
+
+
+async def test_provider_keeps_a_query_in_base_url_after_the_path() -> None:
+    from gateway.dialects.base import UpstreamCall
+    from gateway.settings import ProviderSettings
+    from gateway.upstream import Provider
+
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+
+    async with ScriptedServer(answer) as server:
+        provider = Provider(ProviderSettings(name="azure", dialect="openai-chat", base_url=server.url + "/openai/deployments/d?api-version=2024-10-21", api_key="k"))
+        provider.start()
+        response = await provider.send(UpstreamCall(path="/chat/completions", body={"a": 1}, params={"alt": "sse"}))
+        await response.aread()
+        await provider.close_response(response)
+        await provider.close()
+        head = server.requests[0][0]
+        assert head.startswith(b"POST /openai/deployments/d/chat/completions?api-version=2024-10-21&alt=sse HTTP/1.1\r\n")
+        assert b"authorization: Bearer k\r\n" in head and b"content-type: application/json\r\n" in head
+        assert provider.gauge.open == 0
