@@ -24,7 +24,7 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.ir import ChatRequest
+from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold, unfold
 from gateway.signatures import pack
 from gateway.sse import SSEDecoder
@@ -250,8 +250,9 @@ def test_decode_whole_and_array_body():
 
 # -- encoder → official SDK --------------------------------------------------------------------
 
-def ctx(upstream="anthropic"):
-    return EncodeContext(model="my-gemini", upstream_dialect=upstream, request=ChatRequest(model="my-gemini"))
+def ctx(upstream="anthropic", include_thoughts=True):
+    thinking = Thinking(include_thoughts=True) if include_thoughts else None
+    return EncodeContext(model="my-gemini", upstream_dialect=upstream, request=ChatRequest(model="my-gemini", thinking=thinking))
 
 
 def encode(events, upstream="anthropic"):
@@ -415,3 +416,19 @@ def test_signature_only_block_goes_back_on_the_function_call():
     last = orjson.loads(data.split(b"\r\n\r\n")[-2][6:])
     assert last["candidates"][0]["finishReason"] == "STOP"
     assert last["usageMetadata"] == {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}
+
+
+def test_thought_text_only_for_include_thoughts():
+    # Gemini returns thought parts only when thinkingConfig.includeThoughts is true; the
+    # signature still reaches the caller, on the next part.
+    assert b"Let me think." in b"".join(CODEC.stream_encoder(ctx(include_thoughts=False)).encode(e) for e in SAMPLE)  # Anthropic: kept
+    enc = CODEC.stream_encoder(ctx("gemini", include_thoughts=False))
+    data = b"".join(enc.encode(e) for e in SAMPLE)
+    assert b"Let me think." not in data and b'"thought":true' not in data
+    parts = [p for line in data.split(b"\r\n\r\n") if line for p in orjson.loads(line[6:])["candidates"][0]["content"]["parts"]]
+    assert parts[0]["text"] == "Hello " and parts[0]["thoughtSignature"]
+    from gateway.dialects.gemini.whole import encode_whole
+    from gateway.reply import fold
+
+    whole = encode_whole(fold(SAMPLE), ctx("openai-responses", include_thoughts=False))
+    assert [p.get("thought") for p in whole["candidates"][0]["content"]["parts"]] == [None, None]

@@ -42,6 +42,7 @@ from .sigs import to_caller
 from . import stop_reasons
 from . import usage as usage_map
 from .errors import error_object, status_name
+from .whole import shows_thoughts
 
 _HEAD = b'data: {"candidates":[{"content":{"parts":['
 _MID = b'],"role":"model"},"index":0}]'
@@ -49,7 +50,7 @@ _END = b"}\r\n\r\n"
 
 
 class GeminiStreamEncoder:
-    __slots__ = ("_ctx", "_tail", "_usage", "_usage_bytes", "_sig", "_sig_index", "_kinds", "_calls", "_done")
+    __slots__ = ("_ctx", "_tail", "_usage", "_usage_bytes", "_sig", "_sig_index", "_kinds", "_calls", "_done", "_thoughts")
 
     def __init__(self, ctx: EncodeContext) -> None:
         self._ctx = ctx
@@ -61,6 +62,7 @@ class GeminiStreamEncoder:
         self._kinds: dict[int, str] = {}
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, fragments]
         self._done = False
+        self._thoughts = shows_thoughts(ctx)  # thought text only for includeThoughts: true
         self._set_id(new_id("gw-"))
 
     def _set_id(self, rid: str) -> None:
@@ -83,7 +85,7 @@ class GeminiStreamEncoder:
         if isinstance(event, TextDelta):
             return self._chunk({"text": event.text}) if event.text else b""
         if isinstance(event, ThinkingDelta):
-            return self._chunk({"text": event.text, "thought": True}) if event.text else b""
+            return self._chunk({"text": event.text, "thought": True}) if event.text and self._thoughts else b""
         if isinstance(event, ToolArgsDelta):
             call = self._calls.get(event.index)
             if call is not None:

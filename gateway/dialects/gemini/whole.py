@@ -36,15 +36,27 @@ def decode_whole(body: Any) -> list[Event]:
     return events
 
 
+def shows_thoughts(ctx: EncodeContext) -> bool:
+    """Gemini returns thought text only to a caller that set ``thinkingConfig.includeThoughts``
+    (signatures travel either way, on the next part). Except from an Anthropic upstream: its
+    signature signs the thinking text, which must come back verbatim on the next turn, and a
+    Gemini caller only sends back the parts it was given."""
+    if ctx.upstream_dialect == "anthropic":
+        return True
+    th = ctx.request.thinking if ctx.request is not None else None
+    return th is not None and th.include_thoughts is True
+
+
 def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     sig: str | None = None
+    thoughts = shows_thoughts(ctx)
     for block in reply.blocks:
         part: dict[str, Any] | None = None
         if block.kind == "text":
             part = {"text": block.text} if block.text or sig else None
         elif block.kind == "thinking":
-            if block.text:
+            if block.text and thoughts:
                 part = {"text": block.text, "thought": True}
         elif block.kind == "tool_call":
             part = {"functionCall": {"id": block.id or f"call_{len(parts) + 1}", "name": block.name or "",
