@@ -59,7 +59,9 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
         for key in ("max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata"):
             body.pop(key, None)
     else:
-        call.path = f"/v1beta/models/{target.upstream_model}:countTokens"
+        from gateway.dialects.gemini.request_build import model_path
+
+        call.path = f"/v1beta/models/{model_path(target.upstream_model)}:countTokens"
         call.params = {}
         body = {"contents": body.get("contents", [])}
         if "systemInstruction" in call.body or "tools" in call.body:

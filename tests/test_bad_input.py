@@ -152,3 +152,18 @@ def test_an_internal_bug_is_an_in_dialect_500_not_a_traceback(gateway: Any, dial
     response = httpx.post(gateway.url + path, content=orjson.dumps(body), headers={"content-type": "application/json"}, timeout=10)
     data = assert_shape(dialect, 500, response)
     assert "Traceback" not in response.text and "KeyError" in str(data)
+
+
+def test_a_model_name_cannot_steer_a_gemini_upstream_url(gateway: Any, fake: Any) -> None:
+    # provider/model addressing hands the caller's model name to the upstream URL path
+    from gateway.dialects.gemini.request_build import model_path
+
+    before = len(fake.received)
+    for model in ("up-gemini/../tunedModels/x:transferOwnership?", "up-gemini/./gemini--text", "up-gemini/a//b"):
+        r = httpx.post(gateway.url + "/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+        assert r.status_code == 400, r.text
+        assert "cannot be used in a Gemini URL" in r.json()["error"]["message"]
+    assert len(fake.received) == before  # nothing reached the upstream
+    assert model_path("tunedModels/my-model-1") == "tunedModels/my-model-1"
+    assert model_path("models/gemini-2.5-pro") == "gemini-2.5-pro"
+    assert model_path("x?alt=json#y") == "x%3Falt=json%23y"

@@ -20,9 +20,11 @@ from __future__ import annotations
 import base64
 import mimetypes
 from typing import Any
+from urllib.parse import quote
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object, loads_object, log
+from gateway.errors import GatewayError
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from gateway.thinking import budget_for_effort
 
@@ -39,8 +41,21 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     return call
 
 
-def build_call(req: ChatRequest, upstream_model: str, *, json_schema: bool = False) -> UpstreamCall:
+def model_path(upstream_model: str) -> str:
+    """The model as it goes into the upstream URL path, ``/v1beta/models/{here}:method``.
+
+    The name may come from the caller (``provider/model`` addressing, glob routes), so it must
+    not steer the call elsewhere on the provider with the gateway's key: ``?`` and ``#`` are
+    percent-encoded and ``.`` / ``..`` segments refused. ``/`` stays (``tunedModels/x``).
+    """
     model = upstream_model[len("models/"):] if upstream_model.startswith("models/") else upstream_model
+    if not model or any(seg in ("", ".", "..") for seg in model.split("/")):
+        raise GatewayError("invalid_request", f"model name {upstream_model!r} cannot be used in a Gemini URL", 400, param="model")
+    return quote(model, safe="/-._~:@!$&'()*+,;=")
+
+
+def build_call(req: ChatRequest, upstream_model: str, *, json_schema: bool = False) -> UpstreamCall:
+    model = model_path(upstream_model)
     body: dict[str, Any] = {}
     system_texts = [p.text for p in req.system if p.text]
     contents: list[dict[str, Any]] = []
