@@ -9,8 +9,10 @@ request is one pre-assembled ``transport.write``, and the pool is a dict of idle
 ``httptools`` (the C llhttp parser, already installed by ``uvicorn[standard]``) does the framing:
 chunked, content-length and read-until-close bodies, header folding, protocol errors.
 
-What it deliberately does not do: HTTP/2, proxies, redirects, cookies, ``Expect: 100-continue``.
-Upstream model APIs need none of them. TLS verifies the certificate and host name against the
+What it deliberately does not do: HTTP/2, redirects, cookies, ``Expect: 100-continue``, proxy
+settings from the environment. Upstream model APIs need none of them; a provider that must go
+through an HTTP proxy names it (``proxy``): https upstreams are tunnelled with ``CONNECT``, http
+ones sent in absolute form. TLS verifies the certificate and host name against the
 system trust store (``certifi``'s when the system has none), or a provider's ``ca_file``.
 
 Errors are the small hierarchy below; ``TimeoutException`` and ``HTTPError`` keep httpx's
@@ -258,6 +260,8 @@ class _Connection(asyncio.Protocol):
         """Write one request and wait for the response head."""
         assert self.transport is not None
         self._reset()
+        if self.closed or self.transport.is_closing():  # the server hung up while it sat idle
+            raise ReadError("upstream closed the kept-alive connection")
         self.transport.write(head + body if body else head)
         if not self._status and self._error is None:
             self._head_waiter = self._loop.create_future()
@@ -318,7 +322,13 @@ class ConnectionPool:
     """
 
     def __init__(
-        self, max_connections: int = 1000, keepalive_expiry: float = 15.0, connect_timeout: float = 10.0, pool_timeout: float = 10.0, ca_file: str | None = None
+        self,
+        max_connections: int = 1000,
+        keepalive_expiry: float = 15.0,
+        connect_timeout: float = 10.0,
+        pool_timeout: float = 10.0,
+        ca_file: str | None = None,
+        proxy: str | None = None,
     ) -> None:
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
@@ -329,6 +339,7 @@ class ConnectionPool:
         self._waiters: collections.deque[asyncio.Future[_Connection | None]] = collections.deque()
         self._ssl: ssl.SSLContext | None = None
         self._ca_file = ca_file
+        self._proxy, self._proxy_auth = _parse_proxy(proxy) if proxy else (None, None)
         self.connections_opened = 0
 
     @property
@@ -338,6 +349,10 @@ class ConnectionPool:
     async def send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, params: dict[str, str] | None = None) -> Response:
         """Send a request; return its response with the head read and the body still to come."""
         origin, target = split_url(url, params)
+        if self._proxy is not None and origin.scheme == "http":  # absolute form, to the proxy
+            target = b"http://" + origin.host_header + target
+            if self._proxy_auth:
+                headers = {**headers, "proxy-authorization": self._proxy_auth}
         head = _request_head(method, target, origin, headers, body)
         for attempt in range(2):
             conn = await self._acquire(origin, fresh=attempt > 0)
@@ -423,17 +438,40 @@ class ConnectionPool:
     async def _connect(self, origin: Origin) -> _Connection:
         loop = asyncio.get_running_loop()
         ssl_context = self._ssl_context() if origin.scheme == "https" else None
+        proxy = self._proxy
+        where = f"{origin.host}:{origin.port}" + (f" through the proxy {proxy.host}:{proxy.port}" if proxy else "")
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, conn = await loop.create_connection(
-                    lambda: _Connection(origin, self), origin.host, origin.port, ssl=ssl_context, server_hostname=origin.host if ssl_context else None
-                )
+                if proxy is None:
+                    _, conn = await loop.create_connection(
+                        lambda: _Connection(origin, self), origin.host, origin.port, ssl=ssl_context, server_hostname=origin.host if ssl_context else None
+                    )
+                else:
+                    _, conn = await loop.create_connection(lambda: _Connection(origin, self), proxy.host, proxy.port)
+                    if ssl_context is not None:
+                        await self._tunnel(loop, conn, origin, ssl_context)
         except TimeoutError:
-            raise ConnectTimeout(f"connecting to {origin.host}:{origin.port} took over {self.connect_timeout:g}s") from None
+            raise ConnectTimeout(f"connecting to {where} took over {self.connect_timeout:g}s") from None
         except OSError as exc:
-            raise ConnectError(f"cannot connect to {origin.host}:{origin.port}: {exc.strerror or exc}") from None
+            raise ConnectError(f"cannot connect to {where}: {exc.strerror or exc}") from None
         self.connections_opened += 1
         return conn
+
+    async def _tunnel(self, loop: asyncio.AbstractEventLoop, conn: _Connection, origin: Origin, ssl_context: ssl.SSLContext) -> None:
+        """``CONNECT`` through the proxy, then TLS with the upstream inside the tunnel."""
+        authority = f"{origin.host}:{origin.port}".encode("idna")
+        head = b"CONNECT " + authority + b" HTTP/1.1\r\nhost: " + authority + b"\r\n"
+        if self._proxy_auth:
+            head += b"proxy-authorization: " + self._proxy_auth.encode("latin-1") + b"\r\n"
+        try:
+            status, _ = await conn.request(head + b"\r\n", None)
+            if not 200 <= status < 300:
+                raise ConnectError(f"the proxy refused to tunnel to {origin.host}:{origin.port} (HTTP {status})")
+            assert conn.transport is not None
+            conn.transport = await loop.start_tls(conn.transport, conn, ssl_context, server_hostname=origin.host)  # type: ignore[assignment]
+        except BaseException:
+            conn.close()
+            raise
 
     def release(self, conn: _Connection) -> None:
         """A response is done with ``conn``: keep it for the next request or close it."""
@@ -505,6 +543,21 @@ class ConnectionPool:
                         pass
             self._ssl.set_alpn_protocols(["http/1.1"])
         return self._ssl
+
+
+def _parse_proxy(url: str) -> tuple[Origin, str | None]:
+    """``http://[user:password@]host:port`` → (the proxy's origin, its Proxy-Authorization value)."""
+    import base64
+    from urllib.parse import unquote
+
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"proxy must be an http:// URL, got {url!r}")
+    auth = None
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        auth = "Basic " + base64.b64encode(pair).decode()
+    return Origin("http", parts.hostname, parts.port or 80), auth
 
 
 def _request_head(method: str, target: bytes, origin: Origin, headers: dict[str, str], body: bytes | None) -> bytes:

@@ -59,10 +59,22 @@ class ProviderSettings(BaseModel):
     max_connections: int = 1000
     keepalive_expiry: float = 15.0  # idle upstream connections older than this are not reused
     ca_file: str | None = None  # PEM bundle to trust instead of the system's (a private CA in front of the provider)
+    proxy: SecretStr | None = None  # http://[user:password@]host:port of an HTTP proxy to reach the provider through
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_is_http_url(cls, value: SecretStr | None) -> SecretStr | None:
+        from urllib.parse import urlsplit
+
+        if value is not None and value.get_secret_value():
+            parts = urlsplit(value.get_secret_value())
+            if parts.scheme != "http" or not parts.hostname:
+                raise ValueError("proxy must be an http://[user:password@]host:port URL")
+        return value
 
     @field_validator("name")
     @classmethod

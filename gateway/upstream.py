@@ -54,7 +54,14 @@ class Provider:
             headers[name.lower()] = value
         headers.update(auth_headers(s))
         self._base_headers = headers
-        self.pool = ConnectionPool(max_connections=s.max_connections, keepalive_expiry=s.keepalive_expiry, connect_timeout=s.connect_timeout, pool_timeout=s.connect_timeout, ca_file=s.ca_file)
+        self.pool = ConnectionPool(
+            max_connections=s.max_connections,
+            keepalive_expiry=s.keepalive_expiry,
+            connect_timeout=s.connect_timeout,
+            pool_timeout=s.connect_timeout,
+            ca_file=s.ca_file,
+            proxy=s.proxy.get_secret_value() if s.proxy else None,  # a secret: it may hold credentials
+        )
 
     async def close(self) -> None:
         if self.pool is not None:

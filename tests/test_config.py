@@ -62,3 +62,14 @@ def test_check_config_cli(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(bad)], capture_output=True, text=True)
     assert result.returncode == 1
     assert "invalid config" in result.stderr
+
+
+def test_provider_proxy_must_be_an_http_url_and_stays_secret() -> None:
+    from pydantic import ValidationError
+
+    from gateway.settings import ProviderSettings
+
+    with pytest.raises(ValidationError, match="proxy must be an http"):
+        ProviderSettings(name="p", dialect="anthropic", proxy="socks5://127.0.0.1:1080")
+    ok = ProviderSettings(name="p", dialect="anthropic", proxy="http://user:hunter2@127.0.0.1:3128")
+    assert "hunter2" not in repr(ok) and "hunter2" not in str(ok.model_dump())

@@ -74,6 +74,15 @@ class ScriptedServer:
             self.closed_connections += 1
 
 
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+    """Every test runs on both loops: the gateway serves on uvloop when it is installed."""
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.EventLoopPolicy()
+    return asyncio.DefaultEventLoopPolicy()
+
+
 def chunked(*parts: bytes) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
 
@@ -446,3 +455,103 @@ async def test_provider_keeps_a_query_in_base_url_after_the_path() -> None:
         assert head.startswith(b"POST /openai/deployments/d/chat/completions?api-version=2024-10-21&alt=sse HTTP/1.1\r\n")
         assert b"authorization: Bearer k\r\n" in head and b"content-type: application/json\r\n" in head
         assert provider.gauge.open == 0
+
+
+class MiniProxy:
+    """An HTTP proxy: ``CONNECT`` tunnels, and absolute-form requests forwarded in origin form."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.seen: list[bytes] = []  # request lines (and proxy-authorization) as received
+        self.refuse = refuse
+
+    async def __aenter__(self) -> MiniProxy:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from urllib.parse import urlsplit
+
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            line = head.split(b"\r\n", 1)[0]
+            auth = [h for h in head.split(b"\r\n") if h.lower().startswith(b"proxy-authorization:")]
+            self.seen.append(line + (b" | " + auth[0] if auth else b""))
+            method, target, _ = line.split(b" ")
+            if self.refuse:
+                writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+                writer.close()
+                return
+            if method == b"CONNECT":
+                host, port = target.decode().rsplit(":", 1)
+                up_reader, up_writer = await asyncio.open_connection(host, int(port))
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                rest = b""
+            else:
+                url = urlsplit(target.decode())
+                up_reader, up_writer = await asyncio.open_connection(url.hostname, url.port)
+                origin_form = (url.path or "/") + (f"?{url.query}" if url.query else "")
+                rest = head.replace(target, origin_form.encode(), 1)
+            up_writer.write(rest)
+
+            async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+                try:
+                    while data := await src.read(65536):
+                        dst.write(data)
+                        await dst.drain()
+                finally:
+                    dst.close()
+
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+async def test_upstreams_through_an_http_proxy(tls_files: tuple[str, str]) -> None:
+    import ssl
+
+    cert, key = tls_files
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                path = head.split(b" ")[1]
+                writer.write(SSE_HEAD + chunked(b"data: " + path + b"\n\n"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            writer.close()
+
+    tls_server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
+    plain_server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    tls_port = tls_server.sockets[0].getsockname()[1]
+    plain_port = plain_server.sockets[0].getsockname()[1]
+    try:
+        async with MiniProxy() as proxy:
+            pool = ConnectionPool(ca_file=cert, proxy=f"http://user:p%40ss@127.0.0.1:{proxy.port}")
+            for _ in range(2):  # the tunnel is kept alive like any connection
+                response = await pool.send("POST", f"https://localhost:{tls_port}/v1/messages?beta=true", {}, b"{}")
+                assert await response.aread() == b"data: /v1/messages?beta=true\n\n"
+                await response.aclose()
+            response = await pool.send("POST", f"http://127.0.0.1:{plain_port}/v1/chat/completions", {}, b"{}")
+            assert await response.aread() == b"data: /v1/chat/completions\n\n"
+            await response.aclose()
+            await pool.aclose()
+            basic = b"proxy-authorization: Basic " + __import__("base64").b64encode(b"user:p@ss")
+            assert proxy.seen == [
+                b"CONNECT localhost:%d HTTP/1.1 | " % tls_port + basic,
+                b"POST http://127.0.0.1:%d/v1/chat/completions HTTP/1.1 | " % plain_port + basic,
+            ]
+        async with MiniProxy(refuse=True) as strict:
+            with pytest.raises(ConnectError, match="HTTP 407"):
+                await ConnectionPool(proxy=f"http://127.0.0.1:{strict.port}").send("POST", f"https://localhost:{tls_port}/x", {}, b"{}")
+    finally:
+        tls_server.close()
+        plain_server.close()
