@@ -53,12 +53,27 @@ class Opened:
 
 
 def _retry_after(response: Response) -> float | None:
-    value = response.headers.get("retry-after")
+    """Seconds the upstream asked us to wait: ``retry-after-ms`` (OpenAI), else ``retry-after``
+    in seconds or as an HTTP date."""
+    headers = response.headers
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
         return None
 
 
