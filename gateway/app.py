@@ -195,6 +195,9 @@ def create_state(settings: Settings) -> GatewayState:
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
+    for provider in providers.values():
+        if provider.dialect != "demo":
+            observer.metrics.upstream_pooled.labels(provider.name).set_function(lambda p=provider: p.pool.open_connections if p.pool else 0)
     return state
 
 

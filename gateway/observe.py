@@ -58,6 +58,7 @@ class Metrics:
         self.requests = Counter("gateway_requests", "Requests by caller dialect, provider and status", ["dialect", "provider", "status"], registry=r)
         self.active_streams = Gauge("gateway_active_streams", "Streams being relayed now", registry=r)
         self.upstream_open = Gauge("gateway_upstream_open_connections", "Upstream responses open now", registry=r)
+        self.upstream_pooled = Gauge("gateway_upstream_pool_connections", "Upstream sockets open now, busy and idle", ["provider"], registry=r)
         self.ttfb = Histogram(
             "gateway_time_to_first_byte_seconds", "Time to first byte sent to the caller", ["dialect", "provider"], registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),

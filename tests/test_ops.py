@@ -194,6 +194,9 @@ def test_metrics_move_by_the_right_amounts(secured: Any) -> None:
     assert delta("gateway_upstream_errors_total", provider="up-gemini", kind="rate_limit") == 1
     assert re.search(r"^gateway_active_streams ", after, re.M)
     assert "gateway_time_to_first_byte_seconds_bucket" in after
+    # the upstream connection was kept for reuse: one socket (idle), no response open
+    assert metric(after, "gateway_upstream_pool_connections", provider="up-gemini") >= 1
+    assert metric(after, "gateway_upstream_open_connections") == 0
 
 
 def test_health_endpoints(secured: Any) -> None:
