@@ -20,6 +20,8 @@ from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
 
 
+MAX_WHOLE_REPLY = 64 << 20  # a whole JSON reply; streamed ones are read as they come
+
 # Where a first batch may stop: the first token (or the end) has been decoded.
 _FIRST_CONTENT = (TextDelta, ThinkingDelta, ToolArgsDelta, End, StreamError)
 
@@ -166,9 +168,11 @@ class HttpEventSource(EventSource):
     async def _whole(self) -> list[Event]:
         self.done = True
         try:
-            body = await self._response.aread()
+            body = await self._response.aread(limit=MAX_WHOLE_REPLY + 1)
         except http_client.HTTPError as exc:
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
+        if len(body) > MAX_WHOLE_REPLY:  # a runaway or hostile upstream must not take the gateway's memory
+            return [StreamError("bad_gateway", f"upstream reply is larger than {MAX_WHOLE_REPLY >> 20} MiB", 502)]
         from gateway.dialects.common import loads_object
 
         obj = loads_object(body)
