@@ -555,3 +555,36 @@ async def test_upstreams_through_an_http_proxy(tls_files: tuple[str, str]) -> No
     finally:
         tls_server.close()
         plain_server.close()
+
+
+async def test_a_stdlib_http_server_upstream_http10_body_until_close() -> None:
+    # Simple fakes are often http.server: HTTP/1.0, no content-length, the body ends with the socket.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for i in range(3):
+                self.wfile.write(b"data: %d\n\n" % i)
+                self.wfile.flush()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pool = ConnectionPool()
+        for _ in range(2):
+            response = await pool.send("POST", f"http://127.0.0.1:{httpd.server_address[1]}/v1/messages", {}, b"{}")
+            assert response.status_code == 200
+            assert await response.aread() == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+            await response.aclose()
+        assert pool.open_connections == 0  # not kept: HTTP/1.0
+    finally:
+        httpd.shutdown()
