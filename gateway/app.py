@@ -23,8 +23,9 @@ from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import available, codec_for
 from gateway.errors import GatewayError
+from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
-from gateway.relay import Relay, check_auth
+from gateway.relay import Relay
 from gateway.router import Router
 from gateway.settings import Settings
 from gateway.stateful import Stateful
@@ -86,60 +87,8 @@ class GeminiEndpoint:
         await send_json(send, status, body)
 
 
-def _models(state: GatewayState) -> list[str]:
-    names = [r.model for r in state.settings.routes if not any(c in r.model for c in "*?[")]
-    return list(dict.fromkeys(names))
-
-
-def _authorised(state: GatewayState, request: Request, dialect: str) -> Response | None:
-    try:
-        check_auth(state.keys, request.scope, dict(request.query_params))
-    except GatewayError as err:
-        status, body = codec_for(dialect).render_error(err)
-        return JSONResponse(body, status)
-    return None
-
-
 def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
-    async def list_models(request: Request) -> Response:
-        anthropic = "anthropic-version" in request.headers
-        denied = _authorised(state, request, "anthropic" if anthropic else "openai-chat")
-        if denied is not None:
-            return denied
-        names = _models(state)
-        if anthropic:
-            data = [{"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"} for n in names]
-            return JSONResponse({"data": data, "has_more": False, "first_id": names[0] if names else None, "last_id": names[-1] if names else None})
-        data = [{"id": n, "object": "model", "created": int(state.started), "owned_by": "gateway"} for n in names]
-        return JSONResponse({"object": "list", "data": data})
-
-    def gemini_model(name: str) -> dict[str, Any]:
-        return {
-            "name": f"models/{name}",
-            "version": "gateway",
-            "displayName": name,
-            "inputTokenLimit": 1048576,
-            "outputTokenLimit": 65536,
-            "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
-        }
-
-    async def list_gemini_models(request: Request) -> Response:
-        denied = _authorised(state, request, "gemini")
-        if denied is not None:
-            return denied
-        return JSONResponse({"models": [gemini_model(n) for n in _models(state)]})
-
-    async def get_gemini_model(request: Request) -> Response:
-        denied = _authorised(state, request, "gemini")
-        if denied is not None:
-            return denied
-        name = request.path_params["target"]
-        try:
-            state.router.resolve(name)
-        except GatewayError as err:
-            status, body = codec_for("gemini").render_error(err)
-            return JSONResponse(body, status)
-        return JSONResponse(gemini_model(name))
+    models = ModelsEndpoints(state)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -176,17 +125,18 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         ],
         Route("/v1/responses/{id}", StoredEndpoint(state, "openai-responses"), methods=["GET", "DELETE"]),
         Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST", "GET"]),
-        Route("/v1/models", list_models, methods=["GET"]),
-        Route("/models", list_models, methods=["GET"]),
+        Route("/v1/models", models.list, methods=["GET"]),
+        Route("/models", models.list, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
     for version in ("v1beta", "v1"):
         routes.append(Route(f"/{version}/models/{{target:path}}", gemini, methods=["POST"]))
-    routes.append(Route("/v1beta/models", list_gemini_models, methods=["GET"]))
-    routes.append(Route("/v1beta/models/{target:path}", get_gemini_model, methods=["GET"]))
-    routes.append(Route("/v1/models/{target:path}", get_gemini_model, methods=["GET"]))
+    routes.append(Route("/v1beta/models", models.list, methods=["GET"]))
+    routes.append(Route("/v1beta/models/{target:path}", models.get, methods=["GET"]))
+    routes.append(Route("/v1/models/{target:path}", models.get, methods=["GET"]))
+    routes.append(Route("/models/{target:path}", models.get, methods=["GET"]))
     return routes
 
 
