@@ -103,7 +103,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     gemini = GeminiEndpoint(relay)
-    from gateway.count_tokens import AnthropicCountEndpoint
+    from gateway.count_tokens import AnthropicCountEndpoint, ResponsesInputTokensEndpoint
     from gateway.stored_endpoints import StoredEndpoint
 
     routes = [
@@ -123,6 +123,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
                 Route(f"/{version}/interactions/{{id}}/{{action}}", StoredEndpoint(state, "gemini-interactions"), methods=["POST"]),
             )
         ],
+        Route("/v1/responses/input_tokens", ResponsesInputTokensEndpoint(state), methods=["POST"]),
         Route("/v1/responses/{id}", StoredEndpoint(state, "openai-responses"), methods=["GET", "DELETE"]),
         Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST", "GET"]),
         Route("/v1/models", models.list, methods=["GET"]),

@@ -1,4 +1,5 @@
-"""Token counting endpoints: Anthropic ``/v1/messages/count_tokens`` and Gemini ``:countTokens``.
+"""Token counting endpoints: Anthropic ``/v1/messages/count_tokens``, Gemini ``:countTokens`` and
+OpenAI ``/v1/responses/input_tokens``.
 
 Forwarded to the routed upstream when it has a counting endpoint of its own (Anthropic
 ``count_tokens``, Gemini ``countTokens``); otherwise answered with a documented estimate:
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gateway import http_client
 import orjson
 
+from gateway import http_client
 from gateway.asgi import Receive, Scope, Send, headers_dict, parse_json_object, read_body, send_json
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import codec_for
@@ -92,8 +93,29 @@ async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Recei
         body.setdefault("max_tokens", 1)
     req = codec_for(dialect).parse_request(body, meta)
     req.dialect = dialect
+    if req.previous_id and state.stateful is not None:  # count the stored history too
+        await state.stateful.prepare(req, dialect)
     counted = await _upstream_count(state, req)
     return (counted, False) if counted is not None else (estimate_tokens(req), True)
+
+
+class ResponsesInputTokensEndpoint:
+    """``POST /v1/responses/input_tokens``: the body of a Responses create call, counted."""
+
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from urllib.parse import parse_qsl
+
+        meta = RequestMeta(query=dict(parse_qsl(scope.get("query_string", b"").decode())), headers=headers_dict(scope))
+        try:
+            tokens, estimated = await _count(self.state, "openai-responses", scope, receive, meta)
+        except GatewayError as err:
+            status, body = codec_for("openai-responses").render_error(err)
+            await send_json(send, status, body)
+            return
+        await send_json(send, 200, {"object": "response.input_tokens", "input_tokens": tokens}, [(b"x-gateway-estimate", b"1")] if estimated else None)
 
 
 class AnthropicCountEndpoint:
