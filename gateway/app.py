@@ -103,7 +103,10 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     gemini = GeminiEndpoint(relay)
-    from gateway.count_tokens import AnthropicCountEndpoint, ResponsesInputTokensEndpoint
+    from gateway.count_tokens import (
+        AnthropicCountEndpoint,
+        ResponsesInputTokensEndpoint,
+    )
     from gateway.stored_endpoints import StoredEndpoint
 
     routes = [

@@ -17,13 +17,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from gateway import http_client
-from gateway.http_client import Response
-
 from gateway.demo import demo_events
 from gateway.dialects.base import BuildOptions
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, Event, StreamError
+from gateway.http_client import Response
 from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
 from gateway.source import EventSource, HttpEventSource, ListEventSource

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gateway import http_client
-from gateway.asgi import Receive, Scope, Send, headers_dict, parse_json_object, read_body, send_json
+from gateway.asgi import (
+    Receive,
+    Scope,
+    Send,
+    headers_dict,
+    parse_json_object,
+    read_body,
+    send_json,
+)
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError

@@ -12,13 +12,18 @@ import abc
 import asyncio
 
 from gateway import http_client
-from gateway.http_client import Response
-
 from gateway.dialects.base import Codec
-from gateway.events import End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
+from gateway.events import (
+    End,
+    Event,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+)
+from gateway.http_client import Response
 from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
-
 
 MAX_WHOLE_REPLY = 64 << 20  # a whole JSON reply; streamed ones are read as they come
 

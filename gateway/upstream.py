@@ -1,4 +1,4 @@
-"""Upstream providers: one connection pool each (``http_client.py``), the provider's own auth.
+"""Upstream providers: one connection pool each (``http_pool.py``), the provider's own auth.
 
 The caller's key never reaches this module: headers sent upstream are built here from the
 provider's own key plus the few provider headers a codec chose to forward (``UpstreamCall.headers``).
@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from gateway.dialects.base import UpstreamCall
-from gateway.http_client import ConnectionPool, Response
+from gateway.http_client import Response
+from gateway.http_pool import ConnectionPool
 from gateway.settings import ProviderSettings
 
 log = logging.getLogger("gateway.upstream")

@@ -10,13 +10,13 @@ import pytest
 
 from gateway.http_client import (
     ConnectError,
-    ConnectionPool,
     LocalProtocolError,
     PoolTimeout,
     ReadError,
     RemoteProtocolError,
     split_url,
 )
+from gateway.http_pool import ConnectionPool
 
 
 class ScriptedServer:
@@ -563,7 +563,7 @@ async def test_a_stdlib_http_server_upstream_http10_body_until_close() -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers["content-length"]))
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")

@@ -37,6 +37,9 @@ class Received:
     disconnected_at: float | None = None  # time.monotonic() when the fake saw it
 
 
+COUNTED_TOKENS = 4242  # what the fake's count_tokens / countTokens answer
+
+
 @dataclass
 class FakeUpstream:
     captures: Path = CAPTURES
@@ -52,13 +55,13 @@ class FakeUpstream:
     resumes: int = 0
 
     def dialect_of(self, path: str) -> str | None:
-        if path.endswith("/messages"):
+        if path.endswith("/messages") or path.endswith("/messages/count_tokens"):
             return "anthropic"
         if path.endswith("/chat/completions"):
             return "openai-chat"
         if path.endswith("/responses"):
             return "openai-responses"
-        if ":streamGenerateContent" in path or ":generateContent" in path:
+        if ":streamGenerateContent" in path or ":generateContent" in path or ":countTokens" in path:
             return "gemini"
         if path.endswith("/interactions"):
             return "gemini-interactions"
@@ -108,6 +111,12 @@ class FakeUpstream:
             return
         if dialect is None:
             await self._json(send, 404, {"error": "no such endpoint"})
+            return
+        if path.endswith("/count_tokens"):  # the providers' own counting endpoints
+            await self._json(send, 200, {"input_tokens": COUNTED_TOKENS})
+            return
+        if path.endswith(":countTokens"):
+            await self._json(send, 200, {"totalTokens": COUNTED_TOKENS})
             return
         if dialect == "gemini":
             model = path.split("/models/", 1)[1].rsplit(":", 1)[0]
