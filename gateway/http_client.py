@@ -110,7 +110,7 @@ class Response:
 
     __slots__ = ("status_code", "headers", "_conn", "_pool", "_closed", "_inflate")
 
-    def __init__(self, status_code: int, headers: dict[str, str], conn: _Connection, pool: ConnectionPool) -> None:
+    def __init__(self, status_code: int, headers: dict[str, str], conn: Connection, pool: ConnectionPool) -> None:
         self.status_code = status_code
         self.headers = headers  # lower-cased names; repeated headers joined with ", "
         self._conn = conn
@@ -154,7 +154,7 @@ class Response:
             self._pool.release(self._conn)
 
 
-class _Connection(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection; carries one request/response at a time."""
 
     __slots__ = (

@@ -16,12 +16,12 @@ from urllib.parse import urlsplit
 
 from gateway.http_client import (
     ConnectError,
+    Connection,
     ConnectTimeout,
     Origin,
     PoolTimeout,
     ReadError,
     Response,
-    _Connection,
     request_head,
     split_url,
 )
@@ -49,9 +49,9 @@ class ConnectionPool:
         self.keepalive_expiry = keepalive_expiry
         self.connect_timeout = connect_timeout
         self.pool_timeout = pool_timeout
-        self._idle: dict[Origin, dict[_Connection, None]] = {}
+        self._idle: dict[Origin, dict[Connection, None]] = {}
         self._open = 0
-        self._waiters: collections.deque[asyncio.Future[_Connection | None]] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[Connection | None]] = collections.deque()
         self._ssl: ssl.SSLContext | None = None
         self._ca_file = ca_file
         self._proxy, self._proxy_auth = _parse_proxy(proxy) if proxy else (None, None)
@@ -94,7 +94,7 @@ class ConnectionPool:
                 raise
         raise AssertionError("unreachable")
 
-    async def _acquire(self, origin: Origin, fresh: bool = False) -> _Connection:
+    async def _acquire(self, origin: Origin, fresh: bool = False) -> Connection:
         idle = self._idle.get(origin)
         now = time.monotonic()
         while idle and not fresh:
@@ -129,9 +129,9 @@ class ConnectionPool:
                 return True
         return False
 
-    async def _wait_for_slot(self) -> _Connection | None:
+    async def _wait_for_slot(self) -> Connection | None:
         """Wait until a connection is released to us (returned) or a slot frees up (None: we hold it)."""
-        waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
             async with asyncio.timeout(self.pool_timeout):
@@ -150,7 +150,7 @@ class ConnectionPool:
                 raise PoolTimeout(f"no free upstream connection within {self.pool_timeout:g}s") from None
             raise
 
-    async def _connect(self, origin: Origin) -> _Connection:
+    async def _connect(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
         ssl_context = self._ssl_context() if origin.scheme == "https" else None
         proxy = self._proxy
@@ -159,10 +159,10 @@ class ConnectionPool:
             async with asyncio.timeout(self.connect_timeout):
                 if proxy is None:
                     _, conn = await loop.create_connection(
-                        lambda: _Connection(origin, self), origin.host, origin.port, ssl=ssl_context, server_hostname=origin.host if ssl_context else None
+                        lambda: Connection(origin, self), origin.host, origin.port, ssl=ssl_context, server_hostname=origin.host if ssl_context else None
                     )
                 else:
-                    _, conn = await loop.create_connection(lambda: _Connection(origin, self), proxy.host, proxy.port)
+                    _, conn = await loop.create_connection(lambda: Connection(origin, self), proxy.host, proxy.port)
                     if ssl_context is not None:
                         await self._tunnel(loop, conn, origin, ssl_context)
         except TimeoutError:
@@ -172,7 +172,7 @@ class ConnectionPool:
         self.connections_opened += 1
         return conn
 
-    async def _tunnel(self, loop: asyncio.AbstractEventLoop, conn: _Connection, origin: Origin, ssl_context: ssl.SSLContext) -> None:
+    async def _tunnel(self, loop: asyncio.AbstractEventLoop, conn: Connection, origin: Origin, ssl_context: ssl.SSLContext) -> None:
         """``CONNECT`` through the proxy, then TLS with the upstream inside the tunnel."""
         authority = f"{origin.host}:{origin.port}".encode("idna")
         head = b"CONNECT " + authority + b" HTTP/1.1\r\nhost: " + authority + b"\r\n"
@@ -188,7 +188,7 @@ class ConnectionPool:
             conn.close()
             raise
 
-    def release(self, conn: _Connection) -> None:
+    def release(self, conn: Connection) -> None:
         """A response is done with ``conn``: keep it for the next request or close it."""
         if not conn.reusable():
             self._discard(conn)
@@ -211,13 +211,13 @@ class ConnectionPool:
             del idle[oldest]
             self._discard(oldest)
 
-    def _discard(self, conn: _Connection) -> None:
+    def _discard(self, conn: Connection) -> None:
         conn.pool = _DETACHED  # its slot is given back here, not again by connection_lost
         conn.close()
         self._open -= 1
         self._wake_one()
 
-    def lost(self, conn: _Connection) -> None:
+    def lost(self, conn: Connection) -> None:
         """``conn``'s socket closed. An idle one leaves the pool now (a busy one when released)."""
         idle = self._idle.get(conn.origin)
         if idle is not None and conn in idle:
@@ -278,7 +278,7 @@ def _parse_proxy(url: str) -> tuple[Origin, str | None]:
 class _DetachedPool:
     """Where a connection that no longer holds a pool slot reports its close: nowhere."""
 
-    def lost(self, conn: _Connection) -> None:
+    def lost(self, conn: Connection) -> None:
         return None
 
 
