@@ -52,3 +52,13 @@ def test_node_sdk_matrix(gateway: Any) -> None:
     passed = int(summary.split()[0])
     assert passed > 0, summary
     assert not failures and proc.returncode == 0, f"{summary} (Node SDKs; node matrix.mjs {gateway.url}):\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("upstream", ["anthropic", "openai-chat", "gemini"])
+def test_node_interactions_stream_resumed_after_a_drop(gateway: Any, upstream: str) -> None:
+    node = _node()
+    proc = subprocess.run(
+        [node, str(HERE / "interactions_resume.mjs"), gateway.url, f"{upstream}--text"],
+        cwd=HERE, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.stdout.strip() == "OK Hello from the gateway. 你好 — ok!", proc.stdout[-2000:] + proc.stderr[-2000:]
