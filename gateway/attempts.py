@@ -110,7 +110,10 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
                 raise GatewayError("timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504) from None
             except http_client.HTTPError as exc:
                 raise GatewayError("bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502) from None
-            if response.status_code >= 400:
+            if 300 <= response.status_code < 400:  # redirects are not followed: a wrong base_url, say so
+                where = response.headers.get("location", "?")
+                raise GatewayError("bad_gateway", f"upstream {provider.name} redirected (HTTP {response.status_code} to {where}): check its base_url", 502)
+            if response.status_code >= 400 or response.status_code < 200:
                 body = await response.aread(limit=1 << 20)  # an error body: a megabyte says enough
                 err = codec.decode_error(response.status_code, body)
                 err.retry_after = _retry_after(response)

@@ -588,3 +588,29 @@ async def test_a_stdlib_http_server_upstream_http10_body_until_close() -> None:
         assert pool.open_connections == 0  # not kept: HTTP/1.0
     finally:
         httpd.shutdown()
+
+
+async def test_a_redirecting_upstream_is_a_clear_502() -> None:
+    from gateway.attempts import open_upstream
+    from gateway.errors import GatewayError
+    from gateway.ir import ChatRequest, Message, TextPart
+    from gateway.router import Router
+    from gateway.settings import Settings
+    from gateway.upstream import Provider
+
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 301 Moved Permanently\r\nlocation: https://api.example.com/v1/messages\r\ncontent-length: 0\r\n\r\n")
+
+    async with ScriptedServer(answer) as server:
+        settings = Settings(
+            providers=[{"name": "up", "dialect": "anthropic", "base_url": server.url, "api_key": "k", "max_retries": 0}],
+            routes=[{"model": "m", "provider": "up"}],
+            store={"url": "sqlite://:memory:"},
+        )
+        providers = {p.name: Provider(p) for p in settings.providers}
+        providers["up"].start()
+        req = ChatRequest(model="m", messages=[Message("user", [TextPart("hi")])], max_tokens=5, stream=True)
+        with pytest.raises(GatewayError) as err:
+            await open_upstream(providers, req, Router(settings).resolve("m"))
+        assert err.value.status == 502 and "redirected (HTTP 301 to https://api.example.com/v1/messages)" in err.value.message
+        await providers["up"].close()
