@@ -127,9 +127,12 @@ class Response:
         ``b""`` once the body is complete. Raises ``ReadError`` if the connection is lost first."""
         data = await self._conn.read_body()
         while self._inflate is not None:
-            if not data:
-                return self._inflate.flush()
-            data = self._inflate.decompress(data)
+            try:
+                if not data:
+                    return self._inflate.flush()
+                data = self._inflate.decompress(data)
+            except zlib.error as exc:
+                raise RemoteProtocolError(f"upstream sent a body that does not inflate: {exc}") from None
             if data:
                 return data
             data = await self._conn.read_body()  # a compressed piece too short to yield a byte yet

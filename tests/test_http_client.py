@@ -614,3 +614,14 @@ async def test_a_redirecting_upstream_is_a_clear_502() -> None:
             await open_upstream(providers, req, Router(settings).resolve("m"))
         assert err.value.status == 502 and "redirected (HTTP 301 to https://api.example.com/v1/messages)" in err.value.message
         await providers["up"].close()
+
+
+async def test_a_body_that_does_not_inflate_is_a_protocol_error() -> None:
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 9\r\n\r\nnot gzip!")
+
+    async with ScriptedServer(answer) as server:
+        response = await ConnectionPool().send("POST", server.url, {}, b"{}")
+        with pytest.raises(RemoteProtocolError, match="does not inflate"):
+            await response.aread()
+        await response.aclose()
