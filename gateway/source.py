@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from typing import Any
+
+import orjson
 
 from gateway import http_client
 from gateway.dialects.base import Codec
@@ -178,12 +181,27 @@ class HttpEventSource(EventSource):
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
         if len(body) > MAX_WHOLE_REPLY:  # a runaway or hostile upstream must not take the gateway's memory
             return [StreamError("bad_gateway", f"upstream reply is larger than {MAX_WHOLE_REPLY >> 20} MiB", 502)]
-        from gateway.dialects.common import loads_object
-
-        obj = loads_object(body)
-        if obj is None:
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, list) and obj and all(isinstance(chunk, dict) for chunk in obj):
+            return self._array_of_chunks(obj)
+        if not isinstance(obj, dict):
             return [StreamError("bad_gateway", "upstream sent a reply that is not a JSON object", 502)]
         return self._codec.decode_whole(obj)
+
+    def _array_of_chunks(self, chunks: list[dict[str, Any]]) -> list[Event]:
+        """A JSON array of stream chunks (Gemini's streamed REST default, from an upstream that
+        ignored ``alt=sse``): each element goes through the stream decoder as if it were a frame."""
+        events: list[Event] = []
+        for chunk in chunks:
+            events += self._decoder.feed(SSEFrame(orjson.dumps(chunk).decode()))
+        if not events or not isinstance(events[-1], (End, StreamError)):
+            events += self._decoder.close()
+        if not events or not isinstance(events[-1], (End, StreamError)):
+            events.append(StreamError("truncated", "upstream stream ended without its terminator", 502))
+        return events
 
     async def aclose(self) -> None:
         if self._closed:

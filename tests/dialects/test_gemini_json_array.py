@@ -59,3 +59,53 @@ def test_encoder_closes_the_array_even_with_nothing_in_it() -> None:
     parsed = orjson.loads(out)
     assert [p["text"] for c in parsed for p in c["candidates"][0]["content"]["parts"]] == ["a", "b", ""]
     assert enc.encode(End("stop")) == b""
+
+
+def test_an_upstream_answering_a_json_array_is_understood() -> None:
+    # A Gemini upstream (or fake) that ignores alt=sse and answers the REST default: one JSON array.
+    import asyncio
+    import socket
+    import threading
+    from pathlib import Path
+
+    from gateway.app import create_app
+    from gateway.settings import Settings
+    from tests.support.callers import openai_client
+    from tests.support.fake_upstream import ServerThread
+
+    capture = Path(__file__).resolve().parents[2] / "captures" / "gemini" / "text.sse"
+    chunks = [orjson.loads(line[6:]) for line in capture.read_text().splitlines() if line.startswith("data: ")]
+    payload = b"[" + b",\r\n".join(orjson.dumps(c) for c in chunks) + b"]"
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length:"))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json; charset=UTF-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+        await writer.drain()
+        writer.close()
+
+    loop = asyncio.new_event_loop()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(asyncio.start_server(serve, sock=sock))
+        loop.run_forever()
+
+    threading.Thread(target=run, daemon=True).start()
+    settings = Settings(
+        server={"access_log": False}, auth={"keys_env": ""}, store={"url": "sqlite://:memory:"},
+        providers=[{"name": "g", "dialect": "gemini", "base_url": f"http://127.0.0.1:{port}", "api_key": "k", "max_retries": 0}],
+        routes=[{"model": "*", "provider": "g"}],
+    )
+    try:
+        with ServerThread(create_app(settings)) as server:
+            stream = openai_client(server.url).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+            parts = list(stream)
+            assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == HELLO
+            assert [p.choices[0].finish_reason for p in parts if p.choices and p.choices[0].finish_reason] == ["stop"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
