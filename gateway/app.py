@@ -78,9 +78,9 @@ class GeminiEndpoint:
             await self.relay.serve("gemini", scope, receive, send, meta)
             return
         if action == "countTokens":
-            from gateway.count_tokens import serve_gemini_count
+            from gateway.count_tokens import serve_count
 
-            await serve_gemini_count(self.relay.state, model, scope, receive, send, query)
+            await serve_count(self.relay.state, "gemini", scope, receive, send, RequestMeta(path_model=model, query=query, headers=headers_dict(scope)))
             return
         err = GatewayError("not_found", f"unknown method {action!r}: use generateContent, streamGenerateContent or countTokens", 404)
         status, body = codec_for("gemini").render_error(err)
@@ -103,15 +103,12 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     gemini = GeminiEndpoint(relay)
-    from gateway.count_tokens import (
-        AnthropicCountEndpoint,
-        ResponsesInputTokensEndpoint,
-    )
+    from gateway.count_tokens import CountEndpoint
     from gateway.stored_endpoints import StoredEndpoint
 
     routes = [
         Route("/v1/messages", DialectEndpoint(relay, "anthropic"), methods=["POST"]),
-        Route("/v1/messages/count_tokens", AnthropicCountEndpoint(state), methods=["POST"]),
+        Route("/v1/messages/count_tokens", CountEndpoint(state, "anthropic"), methods=["POST"]),
         Route("/v1/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
         Route("/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
         Route("/v1/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
@@ -126,7 +123,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
                 Route(f"/{version}/interactions/{{id}}/{{action}}", StoredEndpoint(state, "gemini-interactions"), methods=["POST"]),
             )
         ],
-        Route("/v1/responses/input_tokens", ResponsesInputTokensEndpoint(state), methods=["POST"]),
+        Route("/v1/responses/input_tokens", CountEndpoint(state, "openai-responses"), methods=["POST"]),
         Route("/v1/responses/{id}", StoredEndpoint(state, "openai-responses"), methods=["GET", "DELETE"]),
         Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST", "GET"]),
         Route("/v1/models", models.list, methods=["GET"]),

@@ -10,6 +10,7 @@ a few tokens per message. Estimates are marked with the response header ``x-gate
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 import orjson
 
@@ -94,11 +95,21 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
     return value if isinstance(value, int) else None
 
 
+# What each dialect answers with the count.
+_ANSWER = {
+    "anthropic": lambda n: {"input_tokens": n},
+    "openai-responses": lambda n: {"object": "response.input_tokens", "input_tokens": n},
+    "gemini": lambda n: {"totalTokens": n},
+}
+
+
 async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Receive, meta: RequestMeta) -> tuple[int, bool]:
     check_auth(state.keys, scope, meta.query)
     body = parse_json_object(scope, await read_body(scope, receive, state.settings.server.max_body_bytes), state.settings.server.max_json_depth)
     if dialect == "anthropic":
         body.setdefault("max_tokens", 1)
+    elif dialect == "gemini" and isinstance(body.get("generateContentRequest"), dict):
+        body = body["generateContentRequest"]
     req = codec_for(dialect).parse_request(body, meta)
     req.dialect = dialect
     if req.previous_id and state.stateful is not None:  # count the stored history too
@@ -107,56 +118,25 @@ async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Recei
     return (counted, False) if counted is not None else (estimate_tokens(req), True)
 
 
-class ResponsesInputTokensEndpoint:
-    """``POST /v1/responses/input_tokens``: the body of a Responses create call, counted."""
-
-    def __init__(self, state: GatewayState) -> None:
-        self.state = state
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from urllib.parse import parse_qsl
-
-        meta = RequestMeta(query=dict(parse_qsl(scope.get("query_string", b"").decode())), headers=headers_dict(scope))
-        try:
-            tokens, estimated = await _count(self.state, "openai-responses", scope, receive, meta)
-        except GatewayError as err:
-            status, body = codec_for("openai-responses").render_error(err)
-            await send_json(send, status, body)
-            return
-        await send_json(send, 200, {"object": "response.input_tokens", "input_tokens": tokens}, [(b"x-gateway-estimate", b"1")] if estimated else None)
-
-
-class AnthropicCountEndpoint:
-    def __init__(self, state: GatewayState) -> None:
-        self.state = state
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from urllib.parse import parse_qsl
-
-        meta = RequestMeta(query=dict(parse_qsl(scope.get("query_string", b"").decode())), headers=headers_dict(scope))
-        try:
-            tokens, estimated = await _count(self.state, "anthropic", scope, receive, meta)
-        except GatewayError as err:
-            status, body = codec_for("anthropic").render_error(err)
-            await send_json(send, status, body)
-            return
-        await send_json(send, 200, {"input_tokens": tokens}, [(b"x-gateway-estimate", b"1")] if estimated else None)
-
-
-async def serve_gemini_count(state: GatewayState, model: str, scope: Scope, receive: Receive, send: Send, query: dict[str, str]) -> None:
-    meta = RequestMeta(path_model=model, query=query, headers=headers_dict(scope))
+async def serve_count(state: GatewayState, dialect: str, scope: Scope, receive: Receive, send: Send, meta: RequestMeta) -> None:
+    """Count a request body of ``dialect`` and answer in its shape (errors too)."""
     try:
-        check_auth(state.keys, scope, query)
-        body = parse_json_object(scope, await read_body(scope, receive, state.settings.server.max_body_bytes), state.settings.server.max_json_depth)
-        inner = body.get("generateContentRequest")
-        if isinstance(inner, dict):
-            body = inner
-        req = codec_for("gemini").parse_request(body, meta)
-        req.dialect = "gemini"
-        counted = await _upstream_count(state, req)
+        tokens, estimated = await _count(state, dialect, scope, receive, meta)
     except GatewayError as err:
-        status, payload = codec_for("gemini").render_error(err)
-        await send_json(send, status, payload)
+        status, body = codec_for(dialect).render_error(err)
+        await send_json(send, status, body)
         return
-    tokens = counted if counted is not None else estimate_tokens(req)
-    await send_json(send, 200, {"totalTokens": tokens}, [(b"x-gateway-estimate", b"1")] if counted is None else None)
+    await send_json(send, 200, _ANSWER[dialect](tokens), [(b"x-gateway-estimate", b"1")] if estimated else None)
+
+
+class CountEndpoint:
+    """``POST /v1/messages/count_tokens`` (anthropic) and ``/v1/responses/input_tokens`` (openai-responses);
+    Gemini's ``:countTokens`` comes through ``GeminiEndpoint`` with the model from the URL."""
+
+    def __init__(self, state: GatewayState, dialect: str) -> None:
+        self.state = state
+        self.dialect = dialect
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        meta = RequestMeta(query=dict(parse_qsl(scope.get("query_string", b"").decode())), headers=headers_dict(scope))
+        await serve_count(self.state, self.dialect, scope, receive, send, meta)

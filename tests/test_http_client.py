@@ -339,25 +339,33 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return cert, key
 
 
-async def test_https_verifies_the_certificate_against_ca_file(tls_files: tuple[str, str]) -> None:
+async def start_sse_server(reply: Callable[[bytes], bytes], tls_files: tuple[str, str] | None = None) -> tuple[asyncio.base_events.Server, int]:
+    """A keep-alive server answering each 2-byte-body request with one SSE chunk, ``reply(path)``."""
     import ssl
 
-    cert, key = tls_files
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(cert, key)
+    ssl_ctx = None
+    if tls_files is not None:
+        ssl_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ssl_ctx.load_cert_chain(*tls_files)
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                await reader.readuntil(b"\r\n\r\n")
+                head = await reader.readuntil(b"\r\n\r\n")
                 await reader.readexactly(2)
-                writer.write(SSE_HEAD + chunked(b"data: secure\n\n"))
+                writer.write(SSE_HEAD + chunked(reply(head.split(b" ")[1])))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
-    port = server.sockets[0].getsockname()[1]
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=ssl_ctx)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_https_verifies_the_certificate_against_ca_file(tls_files: tuple[str, str]) -> None:
+
+    cert, _ = tls_files
+    server, port = await start_sse_server(lambda path: b"data: secure\n\n", tls_files)
     try:
         pool = ConnectionPool(ca_file=cert)
         for _ in range(2):
@@ -512,27 +520,11 @@ class MiniProxy:
 
 
 async def test_upstreams_through_an_http_proxy(tls_files: tuple[str, str]) -> None:
-    import ssl
 
-    cert, key = tls_files
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(cert, key)
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                await reader.readexactly(2)
-                path = head.split(b" ")[1]
-                writer.write(SSE_HEAD + chunked(b"data: " + path + b"\n\n"))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
-            writer.close()
-
-    tls_server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
-    plain_server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    tls_port = tls_server.sockets[0].getsockname()[1]
-    plain_port = plain_server.sockets[0].getsockname()[1]
+    cert, _ = tls_files
+    echo = lambda path: b"data: " + path + b"\n\n"  # noqa: E731
+    tls_server, tls_port = await start_sse_server(echo, tls_files)
+    plain_server, plain_port = await start_sse_server(echo)
     try:
         async with MiniProxy() as proxy:
             pool = ConnectionPool(ca_file=cert, proxy=f"http://user:p%40ss@127.0.0.1:{proxy.port}")

@@ -17,9 +17,9 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, request_build, request_parse, whole
+from .json_array import JsonArrayStreamEncoder
 from .schema import convert_for_gemini
 from .stream_decode import GeminiStreamDecoder
-from .json_array import JsonArrayStreamEncoder
 from .stream_encode import GeminiStreamEncoder
 
 
