@@ -17,6 +17,7 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, request_build, request_parse, whole
+from .fast_path import RULES as FAST_PATH
 from .json_array import JsonArrayStreamEncoder
 from .schema import convert_for_gemini
 from .stream_decode import GeminiStreamDecoder
@@ -25,6 +26,7 @@ from .stream_encode import GeminiStreamEncoder
 
 class GeminiCodec:
     name = "gemini"
+    fast_path = FAST_PATH
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)

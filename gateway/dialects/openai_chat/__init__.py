@@ -39,12 +39,14 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, request_build, request_parse, whole
+from .fast_path import RULES as FAST_PATH
 from .stream_decode import ChatStreamDecoder
 from .stream_encode import ChatStreamEncoder
 
 
 class OpenAIChatCodec:
     name = "openai-chat"
+    fast_path = FAST_PATH
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)

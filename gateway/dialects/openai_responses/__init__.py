@@ -15,6 +15,7 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, request_build, request_parse, whole
+from .fast_path import RULES as FAST_PATH
 from .stream_decode import ResponsesStreamDecoder
 from .stream_encode import ResponsesStreamEncoder
 
@@ -23,6 +24,7 @@ DIALECT = "openai-responses"
 
 class ResponsesCodec:
     name = DIALECT
+    fast_path = FAST_PATH
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)
