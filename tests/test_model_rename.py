@@ -42,3 +42,19 @@ def test_an_escaped_model_name_is_renamed_by_reserialising() -> None:
 def test_a_caller_name_that_needs_escaping() -> None:
     got = ModelRenamer(TOP, 'my "model" é').rename('{"id":"c","model":"text","choices":[]}')
     assert orjson.loads(got) == {"id": "c", "model": 'my "model" é', "choices": []}
+
+
+def test_a_proof_is_reused_only_for_frames_that_repeat_its_text() -> None:
+    """One renamer per stream: later frames that share the proven text are spliced at once; any
+    frame that differs where the proof looked is proven again."""
+    chat = ModelRenamer(TOP, "alias")
+    assert chat.rename('{"id":"c","model":"text","choices":[{"delta":{"content":"a"}}]}') == '{"id":"c","model":"alias","choices":[{"delta":{"content":"a"}}]}'
+    assert chat.rename('{"id":"c","model":"text","choices":[{"delta":{"content":"\\"model\\":\\"text\\""}}]}') == '{"id":"c","model":"alias","choices":[{"delta":{"content":"\\"model\\":\\"text\\""}}]}'
+    assert chat.rename('{"id":"c","model":"other","choices":[]}') == '{"id":"c","model":"alias","choices":[]}'
+    assert chat.rename('{"id":"c","model":"textual","choices":[]}') == '{"id":"c","model":"alias","choices":[]}'
+    gemini = ModelRenamer(GEMINI, "alias")
+    first = '{"candidates": [{"content": {"parts": [{"text": "a"}]}}], "modelVersion": "text", "responseId": "r"}'
+    assert gemini.rename(first) == first.replace('"modelVersion": "text"', '"modelVersion": "alias"')
+    escaped_key = '{"candidates": [], "a\\"modelVersion": "text", "responseId": "r"}'  # the key is a"modelVersion
+    assert gemini.rename(escaped_key) == escaped_key
+    assert gemini.rename(first) == first.replace('"modelVersion": "text"', '"modelVersion": "alias"')
