@@ -44,6 +44,7 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
 
     def first_byte(self) -> None:
