@@ -6,14 +6,22 @@ What Anthropic insists on, and how the builder satisfies it for requests from an
 * Only a top-level ``system``: ``req.system`` plus every ``role: "system"`` turn, in order.
 * Strict user/assistant alternation: consecutive same-role turns are merged; in a user turn the
   ``tool_result`` blocks come FIRST (Anthropic 400s otherwise); empty text blocks are dropped.
-* Thinking: ``budget_tokens`` must be ≥ 1024 and < ``max_tokens`` (clamped; dropped when
-  ``max_tokens`` ≤ 1024). An effort becomes a budget via ``gateway.thinking``. Thinking parts are
+* Thinking: models in ``adaptive_thinking_models`` (``models.py``; Claude 4.6 and later) get
+  ``{type: adaptive}`` with the effort in ``output_config.effort``; older ones ``{type: enabled}``
+  where ``budget_tokens`` must be ≥ 1024 and < ``max_tokens`` (clamped; dropped when
+  ``max_tokens`` ≤ 1024). An effort becomes a budget and back via ``gateway.thinking``. Thinking parts are
   sent only when made by Anthropic (``origin == "anthropic"``) and signed (or redacted).
   With thinking on, the assistant turns of the current tool-use loop (after the last user turn
   that is not only tool results) must begin with a signed thinking block; when one that calls
   tools has none (history from another provider), thinking is dropped for this request and logged,
   because Anthropic would answer 400 "Expected thinking or redacted_thinking". Forced tool use
   (``any``/``tool``) is incompatible with thinking too, and wins.
+* A JSON-schema ``response_format`` becomes ``output_config.format`` (``schema.py`` brings the
+  schema into Anthropic's subset).
+* Sampling: with thinking on, temperature/top_k (and top_p < 0.95) from another dialect are left
+  out; for models in ``sampling_exclusive_models`` top_p is left out when temperature is set.
+  Every setting left out here is named in ``UpstreamCall.dropped`` (``gateway/carry.py``), and so is
+  thinking when it has to be switched off.
 * ``anthropic-beta`` is forwarded only from Anthropic callers, minus ``options.dropped_betas``.
 * ``extras["anthropic"]`` passes through (``tools``/``thinking`` there replace the built ones).
 """
