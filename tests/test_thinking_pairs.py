@@ -144,12 +144,13 @@ def test_an_anthropic_caller_asks_thoughts_of_an_interactions_upstream(gateway: 
 
 @pytest.mark.parametrize("caller,ask,effort", [
     ("openai-chat", {"reasoning_effort": "high"}, "high"),
-    ("anthropic", {"thinking": {"type": "enabled", "budget_tokens": 2048}}, "low"),
+    ("openai-responses", {"reasoning": {"effort": "low", "summary": "auto"}}, "low"),
     ("gemini", {"thinkingLevel": "HIGH", "includeThoughts": True}, "high"),
     ("gemini-interactions", {"thinking_level": "xhigh", "thinking_summaries": "auto"}, "max"),
 ])
 def test_current_claude_models_are_asked_adaptive_thinking_with_an_effort(gateway: ServerThread, fake: FakeUpstream, caller: str, ask: dict[str, Any], effort: str) -> None:
-    """Claude 4.6+ deprecates (Opus 4.7 and Claude 5 refuse) budget_tokens: adaptive + output_config.effort."""
+    """Claude 4.6+ deprecates (Opus 4.7 and Claude 5 refuse) budget_tokens: adaptive + output_config.effort.
+    (An Anthropic caller's own thinking object goes as it was sent.)"""
     build = CALLERS[caller][0]
     path, body = build("up-anthropic/claude-opus-4-7--text", ask)
     response = httpx.post(gateway.url + path, json=body, timeout=15)

@@ -205,7 +205,7 @@ def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any], adaptiv
         return None
     if isinstance(raw, dict) and raw.get("type") == "adaptive":
         return raw
-    if adaptive:  # the model takes (or prefers) adaptive thinking; the effort goes in output_config
+    if adaptive and req.dialect != DIALECT:  # the model takes (or prefers) adaptive thinking; the effort goes in output_config
         out: dict[str, Any] = {"type": "adaptive"}
     else:
         budget = t.budget_tokens or budget_for_effort(t.effort or "medium")
