@@ -79,6 +79,7 @@ MUTATIONS: dict[str, tuple[Callable[[ChatRequest], ChatRequest], Callable[[ChatR
     "tool_choice.none": (with_tools, lambda r: (with_tools(r), setattr(r, "tool_choice", ToolChoice("none")), r)[2]),
     "tool_choice.tool": (with_tools, lambda r: (with_tools(r), setattr(r, "tool_choice", ToolChoice("tool", "get_weather")), r)[2]),
     "tool_choice.allowed": (with_tools, lambda r: (with_tools(r), setattr(r, "tool_choice", ToolChoice("auto", allowed=["get_weather"])), r)[2]),
+    "tool_choice.required_one_of": (with_tools, lambda r: (with_tools(r), setattr(r, "tool_choice", ToolChoice("required", allowed=["get_time"])), r)[2]),
     "parallel_tool_calls": (with_tools, lambda r: (with_tools(r), setattr(r, "parallel_tool_calls", False), r)[2]),
     "max_tokens": (lambda r: r, _set(max_tokens=777)),
     "temperature": (lambda r: r, _set(temperature=0.3)),
@@ -156,6 +157,7 @@ def test_field_is_carried_refused_or_reported(name: str, upstream: str) -> None:
 def test_the_three_settings_of_issue_24() -> None:
     chat = "openai-chat"
     assert outcome(chat, "openai-responses", "stop") == "refused"
+    assert outcome("gemini", "anthropic", "tool_choice.required_one_of") == "carried"
     assert outcome(chat, "anthropic", "response_format") == "carried"
     assert outcome("gemini", "anthropic", "temperature+top_p") == "carried"  # "text" is not a model that refuses the pair
 

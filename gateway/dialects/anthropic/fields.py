@@ -25,7 +25,12 @@ PARAMS = {
 }
 
 LIMITS = (
-    Limit("tool_choice.allowed", "Anthropic's tool_choice names one tool or none, not a list of allowed tools"),
+    Limit(
+        "tool_choice.allowed",
+        "Anthropic's tool_choice names one tool or none, not a list of allowed tools",
+        # a required call among exactly one allowed tool is {type: tool, name}: carried
+        when=lambda r: USES["tool_choice.allowed"](r) and not (r.tool_choice is not None and r.tool_choice.mode == "required" and len(r.tool_choice.allowed or ()) == 1),
+    ),
     Limit("response_format.json", "Anthropic takes a JSON schema (output_config.format), not a schema-less JSON mode"),
     Limit("messages.assistant_media", "Anthropic assistant turns cannot hold images or documents"),
     Limit("metadata", "Anthropic metadata holds only user_id", advisory=True, when=lambda r: USES["metadata"](r) and r.dialect != "anthropic"),

@@ -289,7 +289,9 @@ def _tool_choice(req: ChatRequest) -> dict[str, Any] | None:
     choice = req.tool_choice
     out: dict[str, Any] | None = None
     if choice is not None:
-        if choice.mode == "required":
+        if choice.mode == "required" and choice.allowed and len(choice.allowed) == 1:
+            out = {"type": "tool", "name": choice.allowed[0]}  # "one of [x]" is "x"
+        elif choice.mode == "required":
             out = {"type": "any"}
         elif choice.mode == "tool" and choice.name:
             out = {"type": "tool", "name": choice.name}
