@@ -277,3 +277,12 @@ def test_the_built_in_list_knows_current_claude_models(fake: FakeUpstream) -> No
     for name in ("claude-sonnet-4-20250514", "claude-3-7-sonnet-20250219", "text"):
         assert not models.matches(name, None, models.SAMPLING_EXCLUSIVE), name
     assert models.matches("claude-opus-4-6", None, models.ADAPTIVE_THINKING) and not models.matches("claude-sonnet-4-5", None, models.ADAPTIVE_THINKING)
+
+
+def test_a_stored_interaction_that_cannot_be_carried_is_refused_before_anything_runs(gw: Any, fake: FakeUpstream) -> None:
+    server, _ = gw
+    before = _count(fake)
+    body = {"model": "openai-responses--text", "input": "hi", "generation_config": {"stop_sequences": ["END"]}}  # store defaults to true
+    response = httpx.post(server.url + "/v1beta/interactions", json=body, timeout=10)
+    assert response.status_code == 400 and "generation_config.stop_sequences" in response.text, response.text
+    assert _count(fake) == before

@@ -34,5 +34,5 @@ LIMITS = (
     Limit("response_format.json", "Anthropic takes a JSON schema (output_config.format), not a schema-less JSON mode"),
     Limit("messages.assistant_media", "Anthropic assistant turns cannot hold images or documents"),
     Limit("metadata", "Anthropic metadata holds only user_id", advisory=True, when=lambda r: USES["metadata"](r) and r.dialect != "anthropic"),
-    Limit("store", "Anthropic stores nothing", advisory=True),
+    Limit("store", "a Chat caller's store (OpenAI stored completions) has no Anthropic equivalent", advisory=True),
 )

@@ -27,5 +27,5 @@ LIMITS = (
     Limit("tools.strict", "Gemini function declarations have no strict mode"),
     Limit("user", "Gemini takes no end-user id", advisory=True),
     Limit("metadata", "Gemini takes no request metadata", advisory=True),
-    Limit("store", "Gemini stores nothing", advisory=True),
+    Limit("store", "a Chat caller's store (OpenAI stored completions) has no Gemini equivalent", advisory=True),
 )

@@ -27,5 +27,5 @@ LIMITS = (
     Limit("tools.strict", "Interactions function tools have no strict mode"),
     Limit("user", "the Interactions API takes no end-user id", advisory=True),
     Limit("metadata", "the Interactions API takes no request metadata", advisory=True),
-    Limit("store", "the gateway keeps Interactions upstreams' storage to itself", advisory=True),
+    Limit("store", "a Chat caller's store (OpenAI stored completions) has no Interactions equivalent", advisory=True),
 )
