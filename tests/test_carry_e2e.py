@@ -267,6 +267,8 @@ def test_top_p_dropped_for_a_listed_model_is_said(gw: Any, fake: FakeUpstream) -
     assert body["temperature"] == 1.0 and "top_p" not in body
     assert response.headers["x-gateway-dropped"] == "top_p"
     assert capture.line_for("req-excl")["dropped"] == ["top_p"]
+    metrics = httpx.get(server.url + "/metrics", timeout=10).text
+    assert 'gateway_dropped_settings_total{field="top_p",provider="claude-exclusive"}' in metrics
 
 
 def test_the_built_in_list_knows_current_claude_models(fake: FakeUpstream) -> None:
