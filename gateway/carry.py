@@ -23,23 +23,28 @@ target could carry it does the caller get the 400.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import GatewayError
-from gateway.ir import ChatRequest, FilePart, ImagePart
+from gateway.ir import ChatRequest, FilePart, ImagePart, Part, ToolResultPart
 
 
 def _media_in_assistant_turns(req: ChatRequest) -> bool:
     return any(m.role == "assistant" and any(isinstance(p, (ImagePart, FilePart)) for p in m.content) for m in req.messages)
 
 
+def _parts(req: ChatRequest) -> Iterator[Part]:
+    """Every content part, tool results' own content included."""
+    for m in req.messages:
+        for p in m.content:
+            yield p
+            if isinstance(p, ToolResultPart):
+                yield from p.content
+
+
 def _file_by_url(req: ChatRequest) -> bool:
-    return any(
-        isinstance(p, FilePart) and p.data is None and (p.url or "").startswith(("http://", "https://", "gs://"))
-        for m in req.messages
-        for p in m.content
-    )
+    return any(isinstance(p, FilePart) and p.data is None and (p.url or "").startswith(("http://", "https://", "gs://")) for p in _parts(req))
 
 
 # How to tell that a caller used a setting: the field names every ``Limit``, ``drop_unsupported``

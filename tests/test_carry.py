@@ -70,6 +70,7 @@ MUTATIONS: dict[str, tuple[Callable[[ChatRequest], ChatRequest], Callable[[ChatR
     "messages.image_url": (lambda r: r, user_part(ImagePart(url="https://example.com/cat.png"))),
     "messages.file_data": (lambda r: r, user_part(FilePart("application/pdf", "JVBERi0="))),
     "messages.file_url": (lambda r: r, user_part(FilePart("application/pdf", url="https://example.com/a.pdf"))),
+    "messages.file_url_in_tool_result": (lambda r: tool_turn(r, [TextPart("see")]), lambda r: tool_turn(r, [TextPart("see"), FilePart("application/pdf", url="https://example.com/a.pdf")])),
     "messages.assistant_media": (lambda r: r, lambda r: (r.messages.extend([Message("assistant", [ImagePart("image/png", PNG)]), Message("user", [TextPart("and?")])]), r)[1]),
     "messages.tool_turn": (lambda r: r, lambda r: tool_turn(r, [TextPart("18C")])),
     "messages.tool_result_media": (lambda r: tool_turn(r, [TextPart("see")]), lambda r: tool_turn(r, [TextPart("see"), ImagePart("image/png", PNG)])),
@@ -131,7 +132,7 @@ def outcome(caller: str, upstream: str, name: str) -> str:
     try:
         dropped = judge(req, codec.limits, ())
     except CannotCarry as exc:
-        assert exc.field == name, f"refused as {exc.field}"
+        assert name.startswith(exc.field), f"{name} refused as {exc.field}"
         return "refused"
     call = codec.build_request(req, "text", BuildOptions())
     dropped += call.dropped
