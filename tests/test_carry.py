@@ -190,3 +190,13 @@ def test_readme_lists_every_limit() -> None:
         for limit in codec_for(dialect).limits:
             row = next((line for line in table.splitlines() if line.startswith(f"| `{limit.field}`")), None)
             assert row is not None, f"README table has no row for {limit.field}"
+
+
+def test_drop_unsupported_names_are_checked_at_config_load() -> None:
+    from pydantic import ValidationError
+
+    from gateway.settings import ProviderSettings
+
+    assert ProviderSettings(name="p", dialect="openai-responses", base_url="http://x", drop_unsupported=["stop", "top_k"]).drop_unsupported == ["stop", "top_k"]
+    with pytest.raises(ValidationError, match="unknown field.*stop_sequences"):
+        ProviderSettings(name="p", dialect="openai-responses", base_url="http://x", drop_unsupported=["stop_sequences"])
