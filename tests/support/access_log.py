@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,14 +29,18 @@ class Capture(logging.Handler):
 
     def line(self, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
         """The access-log line of ``request_id``, waiting for it: it is written after the response."""
+        return self.line_where(lambda entry: entry.get("request_id") == request_id, timeout, request_id)
+
+    def line_where(self, match: Callable[[dict[str, Any]], bool], timeout: float = 5.0, what: str = "the match") -> dict[str, Any]:
+        """The latest access-log line ``match`` accepts (waiting up to ``timeout`` for one)."""
         deadline = time.monotonic() + timeout
         while True:
-            for text in list(self.lines):
+            for text in reversed(list(self.lines)):
                 entry = orjson.loads(text)
-                if entry.get("request_id") == request_id:
+                if match(entry):
                     return entry
             if time.monotonic() > deadline:
-                raise AssertionError(f"no access-log line for {request_id}")
+                raise AssertionError(f"no access-log line for {what}")
             time.sleep(0.02)
 
 
