@@ -35,6 +35,14 @@ _NULL_USAGE = re.compile(r'"usage"\s*:\s*null')
 _NULL_FINISH = re.compile(r'"finish_reason"\s*:\s*null')
 
 
+def _is_usage_chunk(data: str) -> bool:
+    """An OpenAI chat ``choices: []`` chunk with a usage object. The common chunk (compact JSON with
+    ``"usage":null``) is told apart by two substring checks; the regexes only confirm the rest."""
+    if '"usage"' not in data or '"usage":null' in data:
+        return False
+    return _EMPTY_CHOICES.search(data) is not None and _NULL_USAGE.search(data) is None
+
+
 class FramePassthrough:
     __slots__ = (
         "_dialect", "_caller_model", "_caller_json", "_upstream_json", "_drop_usage", "_encoder", "_last_seq", "_response", "_held",
@@ -61,7 +69,7 @@ class FramePassthrough:
                 if type(event) is MessageStart and event.model and event.model != self._caller_model:
                     self._upstream_json = orjson.dumps(event.model).decode()
             data = frame.data
-            if (self._drop_usage or self._want_usage) and '"usage"' in data and _EMPTY_CHOICES.search(data) and not _NULL_USAGE.search(data):
+            if (self._drop_usage or self._want_usage) and _is_usage_chunk(data):
                 if self._drop_usage:
                     continue
                 self._want_usage = False  # the upstream's own usage chunk goes out
@@ -73,7 +81,7 @@ class FramePassthrough:
                 self._note_responses(frame.event, data)
             encoded = encode_frame(data, frame.event)
             if self._want_usage:
-                if any(type(e) is End for e in events):
+                if events and type(events[-1]) is End:
                     encoded = self._usage_chunk(events) + encoded
                 else:
                     self._last_chunk = data
