@@ -73,6 +73,7 @@ SCRIPTS: dict[str, tuple[list[bytes], str]] = {
         _chat({}, "stop", usage={"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}),
         b"data: [DONE]\n\n",
     ], "end"),
+    "anthropic_start_stall": ([ANTHROPIC_START], "stall"),
     "anthropic_refused": ([ANTHROPIC_START, _sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})], "end"),
     "responses_failed": ([
         _sse("response.created", {"type": "response.created", "response": {**RESPONSE, "status": "in_progress"}, "sequence_number": 0}),
@@ -204,6 +205,19 @@ def test_caller_hanging_up_keeps_the_usage_so_far(env: Any) -> None:
     line = capture.line(rid)
     assert line["status"] == 499
     assert line["input_tokens"] == 21 and line["output_tokens"] and 5 <= line["output_tokens"] < 201, line
+
+
+def test_caller_hanging_up_before_the_first_token_keeps_the_input(env: Any) -> None:
+    """message_start came, then silence: the caller gives up while the gateway waits for content."""
+    gateway, _, capture = env
+    rid = _rid()
+    body = {"model": "anthropic--anthropic_start_stall", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(httpx.ReadTimeout):
+        with httpx.stream("POST", gateway.url + "/v1/messages", json=body, headers={"x-request-id": rid}, timeout=httpx.Timeout(5, read=0.5)) as r:
+            r.read()
+    line = capture.line(rid)
+    assert line["status"] == 499 and line["error_kind"] == "client_gone"
+    assert (line["input_tokens"], line["provider"]) == (25, "scripted-anthropic")
 
 
 def test_chat_usage_chunk_before_a_cut_is_kept(env: Any) -> None:
