@@ -112,6 +112,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+USAGE_WARNING_SECONDS = 60.0
+
+
 class Observer:
     """Owns the metrics and the background access-log writer."""
 
@@ -119,6 +122,7 @@ class Observer:
         self.metrics = Metrics()
         self.enabled = enabled
         self._listener: logging.handlers.QueueListener | None = None
+        self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
         if enabled and not access_log.handlers:
             q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
             stream = logging.StreamHandler(sys.stdout)
@@ -128,6 +132,20 @@ class Observer:
             access_log.addHandler(logging.handlers.QueueHandler(q))
             access_log.setLevel(logging.INFO)
             access_log.propagate = False
+
+    def _warn_usage_missing(self, record: AccessRecord) -> None:
+        """A warning naming the provider; at most one per provider every ``USAGE_WARNING_SECONDS``
+        (an upstream that never reports usage would otherwise write one per request), saying how
+        many requests went without since the last one. Every log line has ``usage_missing``."""
+        provider = record.provider or ""
+        now = time.monotonic()
+        last, since = self._usage_warned.get(provider, (-USAGE_WARNING_SECONDS, 0))
+        if now - last < USAGE_WARNING_SECONDS:
+            self._usage_warned[provider] = (last, since + 1)
+            return
+        self._usage_warned[provider] = (now, 0)
+        more = f"; {since} more without usage since the last warning" if since else ""
+        log.warning("provider %s reported no token usage for request %s (%s)%s", provider, record.request_id, record.error_kind or "completed", more)
 
     def stop(self) -> None:
         if self._listener is not None:
@@ -140,7 +158,7 @@ class Observer:
         provider = record.provider or ""
         if record.provider is not None and record.input_tokens is None and record.output_tokens is None:
             record.usage_missing = True
-            log.warning("provider %s reported no token usage for request %s (%s)", record.provider, record.request_id, record.error_kind or "completed")
+            self._warn_usage_missing(record)
         m.requests.labels(record.dialect, provider, str(record.status)).inc()
         m.duration.labels(record.dialect, provider).observe(record.duration_ms / 1000)
         if record.ttfb_ms is not None:

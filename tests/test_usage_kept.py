@@ -11,8 +11,8 @@ reports nothing is marked ``usage_missing`` with a warning naming the provider.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -289,3 +289,26 @@ def test_usage_on_the_finish_chunk_still_ends_with_a_usage_chunk(env: Any) -> No
     assert (last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.total_tokens) == (9, 3, 12)
     line = capture.line(rid)
     assert (line["input_tokens"], line["output_tokens"]) == (9, 3)
+
+
+def test_the_warning_is_not_a_flood(caplog: pytest.LogCaptureFixture) -> None:
+    """One warning per provider a minute, then the count of the requests it stood for."""
+    from gateway import observe
+
+    observer = observe.Observer(enabled=False)
+    with caplog.at_level(logging.WARNING, logger="gateway.observe"):
+        for i in range(5):
+            record = observe.AccessRecord(f"req_{i}", "openai-chat", "/v1/chat/completions", provider="compat")
+            observer.finish(record)
+            assert record.usage_missing is True
+        observer._usage_warned["compat"] = (time.monotonic() - observe.USAGE_WARNING_SECONDS, 4)
+        observer.finish(observe.AccessRecord("req_5", "openai-chat", "/v1/chat/completions", provider="compat"))
+        observer.finish(observe.AccessRecord("req_6", "openai-chat", "/v1/chat/completions", provider="other"))
+    warnings = [r.getMessage() for r in caplog.records if r.name == "gateway.observe"]
+    assert len(warnings) == 3
+    assert "compat" in warnings[0] and "req_0" in warnings[0]
+    assert "req_5" in warnings[1] and "4 more without usage" in warnings[1]
+    assert "other" in warnings[2]
+    ok = observe.AccessRecord("req_7", "openai-chat", "/v1/chat/completions", provider="compat", input_tokens=3)
+    observer.finish(ok)
+    assert ok.usage_missing is False
