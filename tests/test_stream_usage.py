@@ -25,7 +25,7 @@ from tests.support.callers import openai_client
 from tests.support.fake_upstream import FakeUpstream, ServerThread
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-CHAT_UPSTREAMS = ["openai-chat", "anthropic", "gemini"]  # the fast path, and two translated ones
+CHAT_UPSTREAMS = UPSTREAM_DIALECTS  # openai-chat: the fast path; the others translated
 
 
 def _config(fake: FakeUpstream, server_usage: str, route_prefix: str, route_usage: str) -> dict[str, Any]:
