@@ -104,8 +104,8 @@ class FramePassthrough:
             last = orjson.loads(self._last_chunk) if self._last_chunk else {}
         except orjson.JSONDecodeError:
             last = {}
-        head = {k: last.get(k) for k in ("id", "object", "created", "model") if isinstance(last, dict)}
-        chunk = {**head, "object": "chat.completion.chunk", "model": self._caller_model, "choices": [], "usage": to_chat(usage)}
+        last = last if isinstance(last, dict) else {}
+        chunk = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": self._caller_model, "choices": [], "usage": to_chat(usage)}
         return encode_frame(orjson.dumps(chunk))
 
     def _carries_stop(self, event: str | None, data: str) -> bool:
