@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gateway import http_client
 from gateway.demo import demo_events
@@ -27,6 +28,9 @@ from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
 from gateway.source import EventSource, HttpEventSource, ListEventSource
 from gateway.upstream import Provider
+
+if TYPE_CHECKING:
+    from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.attempts")
 
@@ -170,25 +174,35 @@ async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
 
 
 async def open_upstream(
-    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None = None, *, stream_upstream: bool = False
+    providers: dict[str, Provider],
+    req: ChatRequest,
+    resolved: Resolved,
+    passthrough_dialect: str | None = None,
+    *,
+    stream_upstream: bool = False,
+    trace: RequestTrace | None = None,
 ) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
     of that dialect (the caller's, when streaming) for the same-dialect fast path. The upstream is
     asked for a stream when the caller streams (or ``stream_upstream``: detached runs log events
-    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``."""
+    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``.
+    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace."""
     attempts: list[Attempt] = []
     last: GatewayError | None = None
-    for target in resolved.targets:
+    for fallback, target in enumerate(resolved.targets):
         provider = providers[target.provider]
         tries = provider.settings.max_retries + 1
         for number in range(tries):
             started = time.perf_counter()
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
+            span = trace.attempt_started_for(provider, target, req, fallback, req.stream or stream_upstream) if trace is not None else None
             try:
                 source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream)
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
+                if span is not None:
+                    trace.attempt_failed(span, err)  # type: ignore[union-attr]
                 last = err
                 if err.kind not in RETRYABLE:
                     err.attempts = attempts  # type: ignore[attr-defined]
@@ -202,7 +216,13 @@ async def open_upstream(
                     log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
                     await asyncio.sleep(delay)
                 continue
+            except BaseException as exc:  # cancelled (the caller left) or a bug: the span still ends
+                if span is not None:
+                    trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)  # type: ignore[union-attr]
+                raise
             record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+            if span is not None:
+                trace.attempt_opened(span, first)  # type: ignore[union-attr]
             return Opened(source, first, provider, target, attempts)
     assert last is not None
     last.attempts = attempts  # type: ignore[attr-defined]

@@ -44,7 +44,9 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    trace_id: str | None = None  # the OpenTelemetry trace (telemetry on): find this request in the tracing backend
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
+    response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -129,5 +131,6 @@ class Observer:
             line = asdict(record)
             line.pop("started")
             line.pop("response_started")
+            line.pop("response_done")
             line["ts"] = time.time()
             access_log.info(orjson.dumps(line).decode())
