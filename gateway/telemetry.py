@@ -169,18 +169,22 @@ class Telemetry:
     def shutdown(self) -> None:
         """Flush what is queued, for at most ``shutdown_seconds``, then give up (counted as dropped)."""
 
-        def run() -> None:
+        def run(shutdown: Any) -> None:
             try:
-                self.tracer_provider.shutdown()
-                if self.meter_provider is not None:
-                    self.meter_provider.shutdown(timeout_millis=self.shutdown_seconds * 1000)
+                shutdown()
             except Exception:  # an exporter bug must not turn a clean shutdown into a crash
                 log.exception("telemetry shutdown failed")
 
-        worker = threading.Thread(target=run, name="gateway-telemetry-shutdown", daemon=True)
-        worker.start()
-        worker.join(self.shutdown_seconds + 0.5)
-        if worker.is_alive() and self.guard is not None:
+        jobs = [self.tracer_provider.shutdown]
+        if self.meter_provider is not None:
+            jobs.append(lambda: self.meter_provider.shutdown(timeout_millis=self.shutdown_seconds * 1000))
+        workers = [threading.Thread(target=run, args=(job,), name="gateway-telemetry-shutdown", daemon=True) for job in jobs]
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + self.shutdown_seconds
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        if workers[0].is_alive() and self.guard is not None:
             lost = self.guard.give_up()
             log.warning("telemetry: the collector did not take the last spans within %gs; %d dropped", self.shutdown_seconds, lost)
 

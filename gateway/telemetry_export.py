@@ -66,7 +66,8 @@ class BoundedBatchProcessor(SpanProcessor):
         )
         self.max_queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
         self.exporter = CountingExporter(exporter, self.dropped)
-        self.batch = BatchSpanProcessor(self.exporter, max_queue_size=self.max_queue)
+        batch_size = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512), self.max_queue)
+        self.batch = BatchSpanProcessor(self.exporter, max_queue_size=self.max_queue, max_export_batch_size=batch_size)
         self.submitted = 0  # written by the event loop only
         self.shutdown_seconds = shutdown_seconds
         self._gave_up = False
@@ -96,7 +97,7 @@ class BoundedBatchProcessor(SpanProcessor):
         return lost
 
     def shutdown(self) -> None:
-        self.batch.shutdown(timeout_millis=int(self.shutdown_seconds * 1000))
+        self.batch.shutdown()  # Telemetry.shutdown bounds the wait (its thread is joined with a timeout)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.batch.force_flush(timeout_millis)
