@@ -28,6 +28,8 @@ import logging
 import os
 import threading
 import time
+from random import getrandbits
+from time import time_ns
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from gateway.observe import AccessRecord
     from gateway.router import Resolved, Target
     from gateway.settings import Settings
+    from gateway.telemetry_metrics import GenAIMetrics
     from gateway.upstream import Provider
 
 log = logging.getLogger("gateway.telemetry")
@@ -79,15 +82,17 @@ HOST_PROVIDER = (
     ("api.perplexity.ai", "perplexity"),
     ("cohere.com", "cohere"),
 )
-TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
-SECONDS_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
-# AccessRecord usage fields -> span attributes (cache_creation: v1.41's name for a cache write)
+DURATION = "gen_ai.client.operation.duration"  # the instruments of gateway/telemetry_metrics.py
+TOKENS = "gen_ai.client.token.usage"
+TTFC = "gen_ai.client.operation.time_to_first_chunk"
+# AccessRecord input, output, cache read, cache write, reasoning tokens -> span attributes
+# (cache_creation is v1.41's name for a cache write; the standalone GenAI v0.1.0 says cache_write)
 USAGE_ATTRIBUTES = (
-    ("input_tokens", "gen_ai.usage.input_tokens"),
-    ("output_tokens", "gen_ai.usage.output_tokens"),
-    ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
-    ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
-    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.reasoning.output_tokens",
 )
 
 
@@ -107,37 +112,64 @@ def provider_attributes(provider: Provider) -> dict[str, Any]:
     return attrs
 
 
+class _Span:
+    """A span being described: plain data until the request ends (see ``RequestTrace``)."""
+
+    __slots__ = ("span_id", "name", "start_ns", "end_ns", "attributes", "error")
+
+    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+        self.span_id = getrandbits(64) or 1
+        self.name = name
+        self.start_ns = time_ns()
+        self.end_ns = 0
+        self.attributes = attributes
+        self.error: str | None = None
+
+
 class Telemetry:
-    """The tracer and GenAI instruments of one process; ``start`` makes a request's trace."""
+    """The span processor, sampler and GenAI metrics of one process; ``start`` makes a request's trace.
+
+    Spans are not made with ``Tracer.start_span``: measured in ``bench/telemetry.py``, an SDK span costs
+    ~45 µs on the bench VM before its first attribute (locks, attribute cleaning per call, a context
+    per span), so a request's two spans alone would be twice the per-request budget. A request's spans
+    are instead described as plain data while it runs (ids, nanosecond timestamps, attribute dicts the
+    gateway builds from values it already has) and turned into the SDK's own ``ReadableSpan``s once,
+    when the request ends, then handed to the SDK's span processor — the batcher and the OTLP exporter
+    see exactly what a ``Tracer`` would have produced. The SDK's sampler (``OTEL_TRACES_SAMPLER``)
+    decides, then, for the whole trace.
+    """
 
     def __init__(
-        self, tracer_provider: Any, meter_provider: Any = None, *, capture_content: bool = False, shutdown_seconds: float = 5.0, guard: Any = None
+        self,
+        processor: Any,
+        metrics: GenAIMetrics | None = None,
+        *,
+        resource: Any = None,
+        sampler: Any = None,
+        capture_content: bool = False,
+        shutdown_seconds: float = 5.0,
+        guard: Any = None,
     ) -> None:
         from opentelemetry import propagate
-        from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, get_current_span
 
-        self.tracer_provider, self.meter_provider = tracer_provider, meter_provider
-        self.tracer = tracer_provider.get_tracer("llm-gateway", "0.1.0", schema_url=SCHEMA_URL)
+        self.processor, self.metrics = processor, metrics
+        self.resource = resource if resource is not None else Resource.create({})
+        self.sampler = sampler if sampler is not None else TracerProvider(shutdown_on_exit=False).sampler  # OTEL_TRACES_SAMPLER
+        self.scope = InstrumentationScope("llm-gateway", "0.1.0", SCHEMA_URL)
         self.capture_content = capture_content
         self.shutdown_seconds = shutdown_seconds
         self.guard = guard  # BoundedBatchProcessor when exporting over OTLP (drop counts, pending)
         self._extract = propagate.extract
-        self._in_context = set_span_in_context
+        self._current_span = get_current_span
+        self.ReadableSpan, self.SpanContext, self.Status = ReadableSpan, SpanContext, Status
         self.SERVER, self.CLIENT, self.ERROR = SpanKind.SERVER, SpanKind.CLIENT, StatusCode.ERROR
+        self.SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+        self.OK_STATUS = Status(StatusCode.UNSET)
         self._providers: dict[str, dict[str, Any]] = {}
-        self.duration = self.tokens = self.ttfc = None
-        if meter_provider is not None:
-            meter = meter_provider.get_meter("llm-gateway", "0.1.0", schema_url=SCHEMA_URL)
-            self.duration = meter.create_histogram(
-                "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration", explicit_bucket_boundaries_advisory=SECONDS_BUCKETS
-            )
-            self.tokens = meter.create_histogram(
-                "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used", explicit_bucket_boundaries_advisory=TOKEN_BUCKETS
-            )
-            self.ttfc = meter.create_histogram(
-                "gen_ai.client.operation.time_to_first_chunk", unit="s", description="Time to receive the first chunk of a streamed answer",
-                explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
-            )
 
     def provider(self, provider: Provider) -> dict[str, Any]:
         attrs = self._providers.get(provider.name)
@@ -149,12 +181,13 @@ class Telemetry:
         """The request's SERVER span, continuing the caller's ``traceparent`` / ``tracestate``."""
         route = getattr(scope.get("route"), "path", None) or scope["path"]
         method = scope.get("method", "POST")
-        parent = self._extract(headers)
-        span = self.tracer.start_span(
+        parent_context = self._extract(headers) if "traceparent" in headers else None
+        parent = self._current_span(parent_context).get_span_context() if parent_context is not None else None
+        if parent is not None and not parent.is_valid:
+            parent_context = parent = None
+        span = _Span(
             f"{method} {route}",
-            context=parent,
-            kind=self.SERVER,
-            attributes={
+            {
                 "http.request.method": method,
                 "http.route": route,
                 "url.path": scope["path"],
@@ -163,8 +196,19 @@ class Telemetry:
                 "gateway.request_id": record.request_id,
             },
         )
-        record.trace_id = format(span.get_span_context().trace_id, "032x")
-        return RequestTrace(self, span)
+        trace = RequestTrace(self, span, parent_context, parent)
+        record.trace_id = format(trace.trace_id, "032x")
+        return trace
+
+    def emit(self, trace_id: int, span: _Span, kind: Any, parent: Any, trace_state: Any) -> None:
+        status = self.Status(self.ERROR, span.error) if span.error is not None else self.OK_STATUS
+        context = self.SpanContext(trace_id, span.span_id, False, self.SAMPLED, trace_state)
+        self.processor.on_end(
+            self.ReadableSpan(
+                span.name, context, parent, self.resource, span.attributes, kind=kind, status=status,
+                start_time=span.start_ns, end_time=span.end_ns, instrumentation_scope=self.scope,
+            )
+        )
 
     def shutdown(self) -> None:
         """Flush what is queued, for at most ``shutdown_seconds``, then give up (counted as dropped)."""
@@ -175,9 +219,9 @@ class Telemetry:
             except Exception:  # an exporter bug must not turn a clean shutdown into a crash
                 log.exception("telemetry shutdown failed")
 
-        jobs = [self.tracer_provider.shutdown]
-        if self.meter_provider is not None:
-            jobs.append(lambda: self.meter_provider.shutdown(timeout_millis=self.shutdown_seconds * 1000))
+        jobs = [self.processor.shutdown]
+        if self.metrics is not None:
+            jobs.append(lambda: self.metrics.shutdown(self.shutdown_seconds * 1000))  # type: ignore[union-attr]
         workers = [threading.Thread(target=run, args=(job,), name="gateway-telemetry-shutdown", daemon=True) for job in jobs]
         for worker in workers:
             worker.start()
@@ -193,12 +237,17 @@ class RequestTrace:
     """One request's spans. The relay calls ``request`` once parsed, ``attempt_*`` around each
     upstream attempt (from attempts.py) and ``finish`` once, with the finished access record."""
 
-    __slots__ = ("tel", "span", "context", "attempt", "attempt_started", "attempt_attrs", "streamed", "content", "output", "reply", "detached", "number")
+    __slots__ = (
+        "tel", "span", "trace_id", "parent_context", "parent", "attempts", "attempt", "attempt_started", "attempt_attrs",
+        "streamed", "content", "output", "reply", "detached", "ttfc",
+    )
 
-    def __init__(self, tel: Telemetry, span: Any) -> None:
+    def __init__(self, tel: Telemetry, span: _Span, parent_context: Any, parent: Any) -> None:
         self.tel, self.span = tel, span
-        self.context = tel._in_context(span)
-        self.attempt: Any = None  # the open CLIENT span of the attempt that answered
+        self.parent_context, self.parent = parent_context, parent
+        self.trace_id: int = parent.trace_id if parent is not None else (getrandbits(128) or 1)
+        self.attempts: list[_Span] = []
+        self.attempt: _Span | None = None  # the attempt that answered: ends with the request
         self.attempt_started = 0.0
         self.attempt_attrs: dict[str, Any] = {}
         self.streamed = False
@@ -206,25 +255,24 @@ class RequestTrace:
         self.output: ReplyBuilder | None = None  # folds a streamed answer (capture_content)
         self.reply: Reply | None = None  # a whole answer (capture_content)
         self.detached = False
-        self.number = 0
+        self.ttfc: float | None = None  # seconds to the answering attempt's first chunk (streamed)
 
     def request(self, req: ChatRequest, resolved: Resolved) -> None:
-        self.span.set_attributes({"gateway.request.model": req.model, "gateway.route": resolved.route, "gateway.stream": req.stream})
-        if self.tel.capture_content and self.span.is_recording():
+        attrs = self.span.attributes
+        attrs["gateway.request.model"], attrs["gateway.route"], attrs["gateway.stream"] = req.model, resolved.route, req.stream
+        if self.tel.capture_content:
             from gateway.telemetry_content import request_content
 
             self.content = request_content(req)
             self.output = ReplyBuilder() if req.stream else None
 
-    def attempt_started_for(self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool) -> Any:
+    def attempt_started_for(self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool) -> _Span:
         """A CLIENT span for one upstream attempt, child of the request's span."""
-        tel = self.tel
-        self.number += 1
         operation = OPERATION.get(provider.dialect, "chat")
-        attrs: dict[str, Any] = {"gen_ai.operation.name": operation, **tel.provider(provider), "gen_ai.request.model": target.upstream_model}
+        attrs: dict[str, Any] = {"gen_ai.operation.name": operation, **self.tel.provider(provider), "gen_ai.request.model": target.upstream_model}
         self.attempt_attrs = dict(attrs)  # the metric attributes (low cardinality)
         attrs["gateway.provider"] = provider.name
-        attrs["gateway.attempt"] = self.number
+        attrs["gateway.attempt"] = len(self.attempts) + 1
         attrs["gateway.fallback"] = fallback
         if req.max_tokens is not None:
             attrs["gen_ai.request.max_tokens"] = req.max_tokens
@@ -235,46 +283,41 @@ class RequestTrace:
         if req.top_k is not None:
             attrs["gen_ai.request.top_k"] = float(req.top_k)
         if req.stop:
-            attrs["gen_ai.request.stop_sequences"] = list(req.stop)
+            attrs["gen_ai.request.stop_sequences"] = tuple(req.stop)
         if self.content is not None:
             attrs.update(self.content)
         self.streamed = streamed
         self.attempt_started = time.perf_counter()
-        return tel.tracer.start_span(f"{operation} {target.upstream_model}", context=self.context, kind=tel.CLIENT, attributes=attrs)
+        span = _Span(f"{operation} {target.upstream_model}", attrs)
+        self.attempts.append(span)
+        return span
 
-    def attempt_failed(self, span: Any, err: GatewayError | None, kind: str = "") -> None:
+    def attempt_failed(self, span: _Span, err: GatewayError | None, kind: str = "") -> None:
         """End a failed attempt's span: ``error.type`` is the gateway's error kind (low cardinality),
         never the provider's message (it may quote a key)."""
+        span.end_ns = time_ns()
         kind = err.kind if err is not None else kind or "_OTHER"
-        attrs: dict[str, Any] = {"error.type": kind}
+        span.attributes["error.type"] = kind
         if err is not None and err.status:
-            attrs["http.response.status_code"] = err.status
-        span.set_attributes(attrs)
-        span.set_status(self.tel.ERROR, f"{kind} (HTTP {err.status})" if err is not None else kind)
-        span.end()
-        tel = self.tel
-        if tel.duration is not None:
-            tel.duration.record(time.perf_counter() - self.attempt_started, {**self.attempt_attrs, "error.type": kind})
+            span.attributes["http.response.status_code"] = err.status
+        span.error = f"{kind} (HTTP {err.status})" if err is not None else kind
+        metrics = self.tel.metrics
+        if metrics is not None:
+            metrics.record(DURATION, time.perf_counter() - self.attempt_started, {**self.attempt_attrs, "error.type": kind})
 
-    def attempt_opened(self, span: Any, first: list[Event]) -> None:
-        """The attempt answered: keep its span open until the request ends; note the first chunk."""
+    def attempt_opened(self, span: _Span, first: list[Event]) -> None:
+        """The attempt answered: its span stays open until the request ends; note the first chunk."""
         self.attempt = span
-        attrs: dict[str, Any] = {}
+        attrs = span.attributes
         for event in first:
             if type(event) is MessageStart:
                 if event.id:
                     attrs["gen_ai.response.id"] = event.id
                 if event.model:
-                    attrs["gen_ai.response.model"] = event.model
+                    attrs["gen_ai.response.model"] = self.attempt_attrs["gen_ai.response.model"] = event.model
                 break
         if self.streamed:
-            ttfc = time.perf_counter() - self.attempt_started
-            attrs["gen_ai.response.time_to_first_chunk"] = ttfc
-            if self.tel.ttfc is not None:
-                self.tel.ttfc.record(ttfc, self.attempt_attrs)
-        if "gen_ai.response.model" in attrs:
-            self.attempt_attrs["gen_ai.response.model"] = attrs["gen_ai.response.model"]
-        span.set_attributes(attrs)
+            self.ttfc = attrs["gen_ai.response.time_to_first_chunk"] = time.perf_counter() - self.attempt_started
 
     def finish(self, record: AccessRecord) -> None:
         try:
@@ -285,37 +328,16 @@ class RequestTrace:
     def _finish(self, record: AccessRecord) -> None:
         tel = self.tel
         error = record.error_kind
+        now = time_ns()
         attempt = self.attempt
         if attempt is not None:
-            attrs: dict[str, Any] = {}
-            for field_name, key in USAGE_ATTRIBUTES:
-                value = getattr(record, field_name)
-                if value is not None:
-                    attrs[key] = value
-            reason = record.raw_stop_reason or record.stop_reason
-            if reason:
-                attrs["gen_ai.response.finish_reasons"] = [reason]
-            if self.detached:
-                attrs["gateway.detached"] = True  # the generation goes on in a task; usage is not on this span
-            if self.content is not None:
-                from gateway.telemetry_content import output_content
-
-                reply = self.reply if self.reply is not None else (self.output.reply if self.output is not None else None)
-                if reply is not None:
-                    attrs.update(output_content(reply))
-            if error:
-                attrs["error.type"] = error
-                attempt.set_status(tel.ERROR, error)
-            attempt.set_attributes(attrs)
-            attempt.end()
-            metric_attrs = self.attempt_attrs if not error else {**self.attempt_attrs, "error.type": error}
-            if tel.duration is not None:
-                tel.duration.record(time.perf_counter() - self.attempt_started, metric_attrs)
-                for kind, value in (("input", record.input_tokens), ("output", record.output_tokens)):
-                    if value is not None:
-                        tel.tokens.record(value, {**metric_attrs, "gen_ai.token.type": kind})  # type: ignore[union-attr]
+            attempt.end_ns = now
+            self._describe_attempt(attempt, record, error)
         span = self.span
-        attrs = {"http.response.status_code": record.status, "gateway.attempts": len(record.attempts)}
+        span.end_ns = now
+        attrs = span.attributes
+        attrs["http.response.status_code"] = record.status
+        attrs["gateway.attempts"] = len(record.attempts)
         if record.provider:
             attrs["gateway.provider"] = record.provider
         if record.stop_reason:
@@ -325,9 +347,46 @@ class RequestTrace:
         if error:
             attrs["error.type"] = error
             if record.status >= 500 or record.status == 200:  # a server failure, or a stream that failed after its 200
-                span.set_status(tel.ERROR, error)
-        span.set_attributes(attrs)
-        span.end()
+                span.error = error
+        result = tel.sampler.should_sample(self.parent_context, self.trace_id, span.name, tel.SERVER, attrs)
+        if not result.decision.is_sampled():
+            return
+        trace_state = result.trace_state
+        tel.emit(self.trace_id, span, tel.SERVER, self.parent, trace_state)
+        parent = tel.SpanContext(self.trace_id, span.span_id, False, tel.SAMPLED, trace_state)
+        for child in self.attempts:
+            tel.emit(self.trace_id, child, tel.CLIENT, parent, trace_state)
+
+    def _describe_attempt(self, attempt: _Span, record: AccessRecord, error: str | None) -> None:
+        """The answering attempt's usage and finish reasons; the GenAI metrics."""
+        attrs = attempt.attributes
+        usage = (record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.reasoning_tokens)
+        for key, value in zip(USAGE_ATTRIBUTES, usage):
+            if value is not None:
+                attrs[key] = value
+        reason = record.raw_stop_reason or record.stop_reason
+        if reason:
+            attrs["gen_ai.response.finish_reasons"] = (reason,)
+        if self.detached:
+            attrs["gateway.detached"] = True  # the generation goes on in a task; usage is not on this span
+        if self.content is not None:
+            from gateway.telemetry_content import output_content
+
+            reply = self.reply if self.reply is not None else (self.output.reply if self.output is not None else None)
+            if reply is not None:
+                attrs.update(output_content(reply))
+        if error:
+            attrs["error.type"] = attempt.error = error
+        metrics = self.tel.metrics
+        if metrics is not None:
+            metric_attrs = self.attempt_attrs if not error else {**self.attempt_attrs, "error.type": error}
+            metrics.record(DURATION, time.perf_counter() - self.attempt_started, metric_attrs)
+            if record.input_tokens is not None:
+                metrics.record(TOKENS, record.input_tokens, {**metric_attrs, "gen_ai.token.type": "input"})
+            if record.output_tokens is not None:
+                metrics.record(TOKENS, record.output_tokens, {**metric_attrs, "gen_ai.token.type": "output"})
+            if self.ttfc is not None:
+                metrics.record(TTFC, self.ttfc, metric_attrs)
 
 
 def endpoints(settings: Settings) -> tuple[str | None, str | None, bool, bool]:
@@ -357,15 +416,14 @@ def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> 
     try:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     except ImportError:
         log.error("telemetry: an OTLP endpoint is set but the OpenTelemetry SDK is not installed; "
                   "install the extra (pip install 'llm-gateway[otel]'). Running without telemetry.")
         return None
     from gateway.telemetry_export import BoundedBatchProcessor
+    from gateway.telemetry_metrics import GenAIMetrics
 
     cfg = settings.telemetry
     env = os.environ
@@ -374,11 +432,8 @@ def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> 
         attrs["service.name"] = cfg.service_name
     resource = Resource.create(attrs)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
     guard = BoundedBatchProcessor(OTLPSpanExporter(endpoint=traces_url), registry, cfg.shutdown_seconds)
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # sampler: OTEL_TRACES_SAMPLER
-    tracer_provider.add_span_processor(guard)
-    meter_provider = None
-    if metrics_on:
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=metrics_url))  # interval: OTEL_METRIC_EXPORT_INTERVAL
-        meter_provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
-    log.info("telemetry: exporting OTLP/HTTP traces%s (capture_content=%s)", " and metrics" if meter_provider else "", cfg.capture_content)
-    return Telemetry(tracer_provider, meter_provider, capture_content=cfg.capture_content, shutdown_seconds=cfg.shutdown_seconds, guard=guard)
+    metrics = None
+    if metrics_on:  # interval: OTEL_METRIC_EXPORT_INTERVAL
+        metrics = GenAIMetrics(OTLPMetricExporter(endpoint=metrics_url), resource, InstrumentationScope("llm-gateway", "0.1.0", SCHEMA_URL))
+    log.info("telemetry: exporting OTLP/HTTP traces%s (capture_content=%s)", " and metrics" if metrics else "", cfg.capture_content)
+    return Telemetry(guard, metrics, resource=resource, capture_content=cfg.capture_content, shutdown_seconds=cfg.shutdown_seconds, guard=guard)

@@ -1,8 +1,8 @@
 """OpenTelemetry spans per request and per upstream attempt, read from the SDK's in-memory exporter.
 
 The gateway runs under uvicorn in front of the fake upstream; the official SDKs call it. The app's
-``Telemetry`` is the real one (gateway/telemetry.py) on a ``TracerProvider`` whose spans go to an
-``InMemorySpanExporter``, and a ``MeterProvider`` read by an ``InMemoryMetricReader``.
+``Telemetry`` is the real one (gateway/telemetry.py) with the SDK's ``SimpleSpanProcessor`` in front of
+an ``InMemorySpanExporter``; its GenAI metrics are read with ``collect()`` (the SDK's data model).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from typing import Any
 
 import openai
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -25,6 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from gateway.app import create_app, create_state
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry
+from gateway.telemetry_metrics import GenAIMetrics
 from tests.conftest import gateway_config
 from tests.support import callers
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
@@ -55,8 +54,8 @@ class Lines(logging.Handler):
 
 
 class Traced:
-    def __init__(self, server: ServerThread, telemetry: Telemetry, spans: InMemorySpanExporter, metrics: InMemoryMetricReader, log: Lines, fake: FakeUpstream) -> None:
-        self.server, self.telemetry, self.spans, self.metrics, self.log, self.fake = server, telemetry, spans, metrics, log, fake
+    def __init__(self, server: ServerThread, telemetry: Telemetry, spans: InMemorySpanExporter, log: Lines, fake: FakeUpstream) -> None:
+        self.server, self.telemetry, self.spans, self.log, self.fake = server, telemetry, spans, log, fake
 
     @property
     def url(self) -> str:
@@ -94,14 +93,11 @@ def traced() -> Iterator[Traced]:
         access.setLevel(logging.INFO)
         app = create_app(Settings(**config))
         spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-        reader = InMemoryMetricReader()
-        telemetry = Telemetry(tracer_provider, MeterProvider(metric_readers=[reader]))
+        telemetry = Telemetry(SimpleSpanProcessor(spans), GenAIMetrics())
         app.state.gateway.telemetry = telemetry
         try:
             with ServerThread(app) as server:
-                yield Traced(server, telemetry, spans, reader, lines, fake)
+                yield Traced(server, telemetry, spans, lines, fake)
         finally:
             access.removeHandler(lines)
 
@@ -270,7 +266,7 @@ def test_content_only_with_capture_content_in_the_conventions_form(t: Traced) ->
 def test_genai_metrics_through_the_sdk(t: Traced) -> None:
     callers.anthropic_call(t.url, "openai-chat--text", "text", True)
     t.trace()
-    data = t.metrics.get_metrics_data()
+    data = t.telemetry.metrics.collect()  # type: ignore[union-attr]
     metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage", "gen_ai.client.operation.time_to_first_chunk"} <= set(metrics)
     usage = metrics["gen_ai.client.token.usage"]
@@ -299,7 +295,7 @@ def test_off_without_an_endpoint_and_on_with_the_standard_variable(monkeypatch: 
     monkeypatch.setenv("OTEL_SERVICE_NAME", "gw-under-test")
     state = create_state(Settings(**config))
     assert isinstance(state.telemetry, Telemetry)
-    assert state.telemetry.tracer_provider.resource.attributes["service.name"] == "gw-under-test"
+    assert state.telemetry.resource.attributes["service.name"] == "gw-under-test"
     state.telemetry.shutdown()
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert create_state(Settings(**config)).telemetry is None
