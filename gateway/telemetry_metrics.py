@@ -69,18 +69,24 @@ class GenAIMetrics:
             self._thread.start()
 
     def record(self, name: str, value: float, attributes: dict[str, Any]) -> None:
-        key = (name, tuple(attributes.items()))
+        self.record_all(((name, value, tuple(attributes.items())),))
+
+    def record_all(self, measurements: Any) -> None:
+        """Several ``(instrument, value, attribute items)`` at once, under one lock."""
+        series_of = self._series
         with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = [[0] * (len(INSTRUMENTS[name][2]) + 1), 0, 0, value, value]
-            series[0][bisect_left(INSTRUMENTS[name][2], value)] += 1
-            series[1] += value
-            series[2] += 1
-            if value < series[3]:
-                series[3] = value
-            if value > series[4]:
-                series[4] = value
+            for name, value, attrs in measurements:
+                series = series_of.get((name, attrs))
+                bounds = INSTRUMENTS[name][2]
+                if series is None:
+                    series = series_of[(name, attrs)] = [[0] * (len(bounds) + 1), 0, 0, value, value]
+                series[0][bisect_left(bounds, value)] += 1
+                series[1] += value
+                series[2] += 1
+                if value < series[3]:
+                    series[3] = value
+                elif value > series[4]:
+                    series[4] = value
 
     def collect(self) -> MetricsData:
         """Everything so far, as the SDK's data model (cumulative since start)."""

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.app import create_app, create_state
 from gateway.settings import Settings
-from gateway.telemetry import Telemetry
+from gateway.telemetry import Telemetry, parse_traceparent
 from gateway.telemetry_metrics import GenAIMetrics
 from tests.conftest import gateway_config
 from tests.support import callers
@@ -299,3 +299,41 @@ def test_off_without_an_endpoint_and_on_with_the_standard_variable(monkeypatch: 
     state.telemetry.shutdown()
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert create_state(Settings(**config)).telemetry is None
+
+
+def test_a_caller_that_did_not_sample_gets_no_spans_but_its_trace_id_is_logged(t: Traced) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4737"
+    client = openai.OpenAI(base_url=t.url + "/v1", api_key="sk-caller", max_retries=0, default_headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-00"})
+    client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}])
+    deadline = time.monotonic() + 5
+    while not any(line.get("trace_id") == trace_id for line in t.log.lines) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert any(line.get("trace_id") == trace_id for line in t.log.lines)
+    time.sleep(0.1)
+    assert t.spans.get_finished_spans() == ()
+
+
+@pytest.mark.parametrize(
+    "value, parsed",
+    [
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", (0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, 1)),
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", (0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, 0)),
+        ("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future", (0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, 1)),
+        ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", None),  # all-zero trace id
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", None),  # all-zero parent id
+        ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", None),  # upper case is not W3C
+        ("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None),  # version ff is invalid
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", None),  # version 00 has four parts
+        ("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", None),
+        ("garbage", None),
+    ],
+)
+def test_traceparent_parsing_follows_w3c(value: str, parsed: tuple[int, int, int] | None) -> None:
+    assert parse_traceparent(value) == parsed
+
+
+def test_an_invalid_traceparent_starts_a_new_trace(t: Traced) -> None:
+    client = openai.OpenAI(base_url=t.url + "/v1", api_key="sk-caller", max_retries=0, default_headers={"traceparent": "00-zz-00f067aa0ba902b7-01"})
+    client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}])
+    server, _ = split(t.trace())
+    assert server.parent is None
