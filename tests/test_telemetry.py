@@ -337,3 +337,18 @@ def test_an_invalid_traceparent_starts_a_new_trace(t: Traced) -> None:
     client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}])
     server, _ = split(t.trace())
     assert server.parent is None
+
+
+def test_an_answer_sent_in_full_is_logged_200_though_the_caller_hangs_up_at_once(t: Traced) -> None:
+    """uvicorn reports a disconnect as soon as the response is complete; the gateway was still
+    draining the upstream then, and used to log (and trace) such a request as 499 client_gone."""
+    import httpx
+
+    for _ in range(20):
+        with httpx.Client(base_url=t.url) as client:  # closed right after the answer
+            reply = client.post("/v1/chat/completions", json={"model": "anthropic--text", "messages": [{"role": "user", "content": "hi"}]})
+            assert reply.status_code == 200
+    t.trace(count=20)
+    statuses = [line["status"] for line in t.log.lines]
+    assert statuses == [200] * 20
+    assert {s.attributes["http.response.status_code"] for s in t.spans.get_finished_spans() if s.kind is SpanKind.SERVER} == {200}
