@@ -143,7 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
     try:
         port = int(sink.stdout.readline())  # type: ignore[union-attr]
-        os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "200"
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
