@@ -146,7 +146,7 @@ def create_state(settings: Settings) -> GatewayState:
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
-    from gateway.telemetry import telemetry_from_settings
+    from gateway.telemetry_setup import telemetry_from_settings
 
     state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))

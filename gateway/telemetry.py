@@ -37,14 +37,11 @@ from gateway.events import MessageStart
 from gateway.reply import Reply, ReplyBuilder
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
-
     from gateway.errors import GatewayError
     from gateway.events import Event
     from gateway.ir import ChatRequest
     from gateway.observe import AccessRecord
     from gateway.router import Resolved, Target
-    from gateway.settings import Settings
     from gateway.telemetry_metrics import GenAIMetrics
     from gateway.upstream import Provider
 
@@ -173,7 +170,9 @@ class Telemetry:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState, get_current_span, set_span_in_context
+        from opentelemetry.trace import (
+            NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState, get_current_span, set_span_in_context,
+        )
 
         self.processor, self.metrics = processor, metrics
         self.resource = resource if resource is not None else Resource.create({})
@@ -432,53 +431,3 @@ class RequestTrace:
             if self.ttfc is not None:
                 measured.append((TTFC, self.ttfc, key))
             metrics.record_all(measured)
-
-
-def endpoints(settings: Settings) -> tuple[str | None, str | None, bool, bool]:
-    """(traces URL, metrics URL, traces on, metrics on). A ``None`` URL on means the exporter reads
-    the standard ``OTEL_EXPORTER_OTLP_*`` variables itself (they append ``/v1/traces`` to a base)."""
-    env = os.environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None, None, False, False
-    base = settings.telemetry.otlp_endpoint
-    if base:
-        base = base.rstrip("/")
-        traces_on = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
-        metrics_on = env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none"
-        return base + "/v1/traces", base + "/v1/metrics", traces_on, metrics_on
-    traces_on = bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-    traces_on = traces_on and env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
-    metrics_on = bool(env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-    metrics_on = traces_on and metrics_on and env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none"
-    return None, None, traces_on, metrics_on
-
-
-def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> Telemetry | None:
-    """The process's telemetry, or ``None`` (off) when no endpoint is set or the SDK is missing."""
-    traces_url, metrics_url, traces_on, metrics_on = endpoints(settings)
-    if not traces_on:
-        return None
-    try:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    except ImportError:
-        log.error("telemetry: an OTLP endpoint is set but the OpenTelemetry SDK is not installed; "
-                  "install the extra (pip install 'llm-gateway[otel]'). Running without telemetry.")
-        return None
-    from gateway.telemetry_export import BoundedBatchProcessor
-    from gateway.telemetry_metrics import GenAIMetrics
-
-    cfg = settings.telemetry
-    env = os.environ
-    attrs: dict[str, Any] = {"service.version": "0.1.0"}
-    if not env.get("OTEL_SERVICE_NAME") and "service.name=" not in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
-        attrs["service.name"] = cfg.service_name
-    resource = Resource.create(attrs)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
-    guard = BoundedBatchProcessor(OTLPSpanExporter(endpoint=traces_url), registry, cfg.shutdown_seconds)
-    metrics = None
-    if metrics_on:  # interval: OTEL_METRIC_EXPORT_INTERVAL
-        metrics = GenAIMetrics(OTLPMetricExporter(endpoint=metrics_url), resource, InstrumentationScope("llm-gateway", "0.1.0", SCHEMA_URL))
-    log.info("telemetry: exporting OTLP/HTTP traces%s (capture_content=%s)", " and metrics" if metrics else "", cfg.capture_content)
-    return Telemetry(guard, metrics, resource=resource, capture_content=cfg.capture_content, shutdown_seconds=cfg.shutdown_seconds, guard=guard)
