@@ -13,7 +13,11 @@ in the main repository; see README "Telemetry"):
 * one CLIENT span ``{gen_ai.operation.name} {gen_ai.request.model}`` per upstream attempt (each retry
   and each fallback its own span; failed ones carry ``error.type``), with the GenAI attributes. A
   failed attempt's span ends when it fails; the one that answered ends with the request, once usage
-  and finish reasons are known.
+  and finish reasons are known. All of a request's spans are handed to the exporter when it ends
+  (why: ``Telemetry``).
+
+Module map: this one (spans), ``telemetry_setup.py`` (turning it on), ``telemetry_export.py`` (the
+bounded queue), ``telemetry_metrics.py`` (GenAI histograms), ``telemetry_content.py`` (opt-in content).
 
 Never in the way: spans leave through a ``BatchSpanProcessor`` (its own thread) behind a bounded
 queue; what cannot be queued or exported is counted in ``gateway_telemetry_dropped_spans_total``
