@@ -113,6 +113,17 @@ class TelemetrySettings(BaseModel):
     capture_content: bool = False  # prompts, completions and tool arguments on spans only when true
     shutdown_seconds: float = 5.0  # at most this long flushing spans and metrics on shutdown
 
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_is_http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)")
+        return value or None
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")

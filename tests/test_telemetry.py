@@ -352,3 +352,22 @@ def test_an_answer_sent_in_full_is_logged_200_though_the_caller_hangs_up_at_once
     statuses = [line["status"] for line in t.log.lines]
     assert statuses == [200] * 20
     assert {s.attributes["http.response.status_code"] for s in t.spans.get_finished_spans() if s.kind is SpanKind.SERVER} == {200}
+
+
+def test_an_otlp_endpoint_must_be_an_http_url() -> None:
+    config = gateway_config("http://127.0.0.1:9")
+    config["telemetry"] = {"otlp_endpoint": "127.0.0.1:4318"}
+    with pytest.raises(ValueError, match="otlp_endpoint must be an http"):
+        Settings(**config)
+
+
+def test_an_endpoint_without_the_sdk_installed_is_an_error_in_the_log_not_a_crash(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)  # as if not installed
+    config = gateway_config("http://127.0.0.1:9")
+    config["telemetry"] = {"otlp_endpoint": "http://127.0.0.1:4318"}
+    with caplog.at_level(logging.ERROR, logger="gateway.telemetry"):
+        state = create_state(Settings(**config))
+    assert state.telemetry is None
+    assert "llm-gateway[otel]" in caplog.text
