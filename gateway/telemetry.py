@@ -414,7 +414,7 @@ class RequestTrace:
             attrs["gen_ai.response.finish_reasons"] = (reason,)
         if self.detached:
             attrs["gateway.detached"] = True  # the generation goes on in a task; usage is not on this span
-        if self.content is not None:
+        if self.content is not None and not self.detached:  # a detached answer is folded by its task
             from gateway.telemetry_content import output_content
 
             reply = self.reply if self.reply is not None else (self.output.reply if self.output is not None else None)
