@@ -175,8 +175,10 @@ class Relay:
         sid = await stateful.start_detached(dialect, codec, req, opened, turn, shared)
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
-            if not await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers), receive):
-                record.status = 499  # the caller left; the generation goes on and keeps its own outcome
+            got_end: list[bool] = []
+            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers, lambda: got_end.append(True)), receive)
+            if not got_end:
+                record.status = 499  # the caller left before the end; the generation goes on and keeps its own outcome
             return
         if not req.background and not await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive):
             record.status = 499

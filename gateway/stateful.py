@@ -27,13 +27,14 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.asgi import Send
 from gateway.attempts import Opened, batches
 from gateway.dialects.base import BuildOptions, Codec, EncodeContext
 from gateway.errors import GatewayError
-from gateway.events import End, Event, StreamError
+from gateway.events import End, Event, StreamError, Usage
 from gateway.history import messages_from_json, messages_to_json, reply_message
 from gateway.ir import ChatRequest, Message
 from gateway.reply import Reply, ReplyBuilder
@@ -254,6 +255,8 @@ class Stateful:
 
         async def emit(events: list[Event]) -> bool:
             """Log the encoded events; True once the generation has ended."""
+            if events and type(events[-1]) is StreamError:
+                events = self._with_usage_so_far(source, builder.reply.usage, events)
             if meter is not None:
                 meter.events(events)
             for event in events:
@@ -320,6 +323,18 @@ class Stateful:
                 if meter is not None:
                     meter.release()
 
+    @staticmethod
+    def _with_usage_so_far(source: Any, known: Usage, events: list[Event]) -> list[Event]:
+        """A generation ending in error (cancelled, cut, timed out) keeps the usage its upstream
+        reported so far, also where the dialect holds usage back until its end (Gemini): the
+        source's ``usage_so_far`` goes in as a ``Usage`` just before the error, so the stored
+        object, the caller's last events and the access record all show it."""
+        so_far = getattr(source, "usage_so_far", None)  # EventSource.usage_so_far, where sources have it
+        usage = so_far() if so_far is not None else None
+        if usage is None or usage == known or any(type(e) is Usage for e in events):
+            return events
+        return events[:-1] + [usage, events[-1]]
+
     async def shutdown(self, grace: float = 2.0) -> None:
         """End every local generation in-dialect (followers see why) and give them ``grace``
         seconds to write it, so their logs finish and their usage is recorded."""
@@ -334,8 +349,13 @@ class Stateful:
 
     # ------------------------------------------------------------------ caller side
 
-    async def follow(self, dialect: str, codec: Codec, req: ChatRequest, sid: str, after: int | None, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
-        """Stream the log of ``sid`` after event ``after`` (all of it for None), then its live tail."""
+    async def follow(
+        self, dialect: str, codec: Codec, req: ChatRequest, sid: str, after: int | None, send: Send, headers: list[tuple[bytes, bytes]],
+        delivered: Callable[[], None] | None = None,
+    ) -> None:
+        """Stream the log of ``sid`` after event ``after`` (all of it for None), then its live tail.
+        ``delivered`` is called once the log's last event was written to the caller (an SDK may
+        hang up right after it, before this returns)."""
         ctx = EncodeContext(model=req.model, upstream_dialect=dialect, request=req, response_id=sid)
         encoder = codec.stream_encoder(ctx)
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
@@ -343,6 +363,8 @@ class Stateful:
         try:
             async for _seq, frame in self.store.follow(sid, after, dead_after=self.owner_timeout, owner_alive=lambda: self.runs_here(sid)):
                 await writer.write(frame)
+            if delivered is not None:
+                delivered()
         except OwnerGone:
             err = StreamError("bad_gateway", "the gateway replica running this generation stopped; start a new request", 502)
             await writer.write(encoder.encode(err))
