@@ -235,17 +235,39 @@ def _take(stream: Any, n: int) -> Iterator[Any]:
 # ---------------------------------------------------------------- item 4: a live generation is never given up
 
 
-def test_a_follower_in_the_same_process_outlives_an_event_loop_stall(sqlite_gw: Gateway) -> None:
-    """The process runs the generation itself: no heartbeat is needed to know it is alive."""
-    client = openai_client(sqlite_gw.url)
-    created = client.responses.create(model="anthropic--slow_stream", input="hi", background=True)
+@pytest.fixture(scope="module")
+def quiet_gw(access: Capture, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """SQLite; its upstream answers half, is silent for 8 s (a model thinking), then the rest."""
+    upstream = FakeUpstream(pause_seconds=8.0)
+    with ServerThread(upstream) as fake_server:
+        upstream.port = fake_server.port
+        app = create_app(Settings(**_config(upstream, f"sqlite:///{tmp_path_factory.mktemp('quiet') / 'gateway.db'}")))
+        with ServerThread(app) as server:
+            yield Gateway(server, app.state.gateway)
+
+
+def test_a_follower_in_the_same_process_never_gives_up_its_generation(quiet_gw: Gateway) -> None:
+    """The process runs the generation itself, so a follower there needs no heartbeat to know it
+    is alive. Here the heartbeat is starved for 7 s (as on a busy machine) while the upstream is
+    quiet: the generation is fine, and so is its follower."""
+    store = quiet_gw.state.stateful.store
+    renew = store.heartbeat
+
+    async def starved(stream_id: str, owner: str) -> bool:
+        await asyncio.sleep(7.0)
+        return bool(await renew(stream_id, owner))
+
+    client = openai_client(quiet_gw.url)
+    created = client.responses.create(model="anthropic--pause", input="hi", background=True)
     events: list[Any] = []
-    for event in client.responses.retrieve(created.id, stream=True, starting_after=1):
-        events.append(event)
-        if deltas(events) == 3:
-            sqlite_gw.stall(6.5)  # longer than any heartbeat expiry a follower could judge by
+    try:
+        store.heartbeat = starved
+        for event in client.responses.retrieve(created.id, stream=True):
+            events.append(event)
+    finally:
+        del store.heartbeat  # the class's own again
     assert events[-1].type == "response.completed"
-    assert responses_text(events) == LONG_TEXT
+    assert responses_text(events) == "Hello from the gateway. 你好 — ok!"
 
 
 def test_a_follower_on_another_replica_outlives_the_owners_stall(fake: FakeUpstream, access: Capture, redis_url: str) -> None:  # noqa: F811
