@@ -15,8 +15,12 @@ this module three things (see ``Relay.serve``):
   cancels its upstream at once.
 
 A detached task heart-beats the store every second (a resume waiting on a dead replica ends with
-an in-dialect error), learns about ``cancel`` from any replica through the heartbeat, and is
-bounded by ``store.max_detached_seconds``.
+an in-dialect error; one in the same process never gives up a task that is running, see
+``store.base.Liveness``), learns about ``cancel`` from any replica through the heartbeat, and is
+bounded by ``store.max_detached_seconds``. Every way it can be stopped (cancel, timeout,
+shutdown) is a ``Run.request_stop``: the stop's error is its last event, so every open stream of
+it ends in the dialect's terms (a cancel as status ``cancelled``). Its events also feed the access
+record of the request that started it (``Meter``), finished once when both are done.
 """
 
 from __future__ import annotations

@@ -412,3 +412,15 @@ def test_cancelled_cut_and_abandoned_generations_keep_their_usage(gw: Gateway, a
 
     after = _tokens(gw, "up-anthropic")
     assert after["input"] - before["input"] == 90 and after["output"] - before["output"] == 502
+
+
+def test_a_generation_past_max_detached_seconds_ends_in_dialect_with_its_usage(fake: FakeUpstream, access: Capture, tmp_path: Any) -> None:
+    config = _config(fake, f"sqlite:///{tmp_path / 'bounded.db'}")
+    config["store"]["max_detached_seconds"] = 1.0
+    with ServerThread(create_app(Settings(**config))) as server:
+        rid, client = _rid("bounded"), interactions(server.url)
+        events = list(client.interactions.create(model="anthropic--slow_stream", input="hi", stream=True, extra_headers={"x-request-id": rid}))
+        assert len(stream_text(events)) < len(LONG_TEXT)  # cut at 1 s (the whole takes 5 s or more)
+        assert events[-1].event_type == "error" and "exceeded 1s" in events[-1].error.message
+        [line] = lines_of(access, rid)
+        assert line["error_kind"] == "timeout" and (line["input_tokens"], line["output_tokens"]) == (30, 1), line
