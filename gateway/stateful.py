@@ -309,8 +309,6 @@ class Stateful:
             beat.cancel()
             deadline.cancel()
             try:
-                await upstream.aclose()  # type: ignore[attr-defined]  # an async generator
-                await source.aclose()
                 reply = builder.reply
                 if reply.error is not None and reply.error.kind == "cancelled":
                     status = "cancelled"
@@ -320,9 +318,14 @@ class Stateful:
                     status = "failed"
                 if not stored_final:
                     await store_final()
-                await store.finish(sid, status)
+                await store.finish(sid, status)  # followers end now, whatever closing the upstream takes
             except Exception:
                 log.exception("could not finish stored %s %s", KIND[dialect], sid)
+            try:
+                await upstream.aclose()  # type: ignore[attr-defined]  # an async generator
+                await source.aclose()
+            except Exception:
+                log.exception("could not close the upstream of %s", sid)
             finally:
                 if meter is not None:
                     meter.release()

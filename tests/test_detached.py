@@ -407,7 +407,9 @@ def test_cancelled_cut_and_abandoned_generations_keep_their_usage(gw: Gateway, a
     rid = _rid("abandoned")
     list(_take(genai.interactions.create(model="anthropic--slow_stream", input="hi", stream=True, extra_headers={"x-request-id": rid}), 4))
     [line] = lines_of(access, rid, timeout=30)
-    assert line["status"] == 499 and line["stop_reason"] == "stop" and line["error_kind"] is None, line
+    # 499 when the gateway saw the hang-up before it had written the end (on a loaded machine the
+    # whole log may already sit in the socket when the SDK closes it: then it was delivered, 200)
+    assert line["status"] in (499, 200) and line["stop_reason"] == "stop" and line["error_kind"] is None, line
     assert (line["input_tokens"], line["output_tokens"]) == (30, 500), line
 
     after = _tokens(gw, "up-anthropic")
