@@ -318,7 +318,7 @@ def test_two_processes_share_redis(fake: FakeUpstream, redis_url: str, tmp_path:
                 break
         stream.close()
         rest = list(interactions(url_b).interactions.get(seen[0].interaction.id, stream=True, last_event_id=seen[-1].event_id))
-        assert stream_text(seen) + stream_text(rest) == LONG_TEXT
+        assert stream_text(seen) + stream_text(rest) == LONG_TEXT, (rest[-1].event_type, getattr(rest[-1], "error", None))
         ids = [e.event_id for e in seen + rest]
         assert len(ids) == len(set(ids)), "nothing repeated"
         # the replica running a generation dies: a resume on the other ends in an error, not a hang
