@@ -426,3 +426,22 @@ def test_a_generation_past_max_detached_seconds_ends_in_dialect_with_its_usage(f
         assert events[-1].event_type == "error" and "exceeded 1s" in events[-1].error.message
         [line] = lines_of(access, rid)
         assert line["error_kind"] == "timeout" and (line["input_tokens"], line["output_tokens"]) == (30, 1), line
+
+
+def test_a_cancelled_generation_keeps_usage_its_upstream_held_back(gw: Gateway, access: Capture) -> None:
+    """Gemini states usage on every chunk and the gateway emits it only at the end: a cancel
+    mid-way still logs (and shows the caller) the counts of the last chunk that came."""
+    client = openai_client(gw.url)
+    rid = _rid("gemini-cancelled")
+    created = client.responses.create(model="gemini--slow_stream", input="hi", background=True, extra_headers={"x-request-id": rid})
+    events: list[Any] = []
+    for event in client.responses.retrieve(created.id, stream=True):
+        events.append(event)
+        if deltas(events) == 20:
+            threading.Thread(target=lambda: client.responses.cancel(created.id), daemon=True).start()
+    final = events[-1].response
+    assert final.status == "cancelled" and final.usage.input_tokens == 30
+    assert 20 <= final.usage.output_tokens < 500  # candidatesTokenCount of the last chunk read
+    [line] = lines_of(access, rid)
+    assert line["error_kind"] == "cancelled"
+    assert (line["input_tokens"], line["output_tokens"]) == (30, final.usage.output_tokens), line
