@@ -126,6 +126,10 @@ class StoreSettings(BaseModel):
     url: str = "sqlite:///gateway-state.db"
     ttl_hours: float = 24.0
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
+    # A follower on another replica gives a generation up (in-dialect error) only when its owner's
+    # heartbeat (renewed every second) is older than this AND stays unrenewed for a while longer:
+    # a replica whose event loop stalls for a few seconds is not declared dead.
+    owner_timeout_seconds: float = Field(default=8.0, gt=0)
 
 
 class TelemetrySettings(BaseModel):
