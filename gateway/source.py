@@ -1,7 +1,7 @@
 """Event sources: where the relay pulls decoded events from, one batch per upstream read.
 
-``HttpEventSource`` wraps a streamed upstream response (``http_client.Response``): bytes → ``SSEDecoder`` → the upstream
-dialect's ``StreamDecoder`` → events. A body that ends mid-event, a connection reset, or a clean
+``HttpEventSource`` wraps a streamed upstream ``httpx.Response``: bytes, one socket read's worth per item of
+its ``aiter_raw()`` on the gateway's transport → ``SSEDecoder`` → the upstream dialect's ``StreamDecoder`` → events. A body that ends mid-event, a connection reset, or a clean
 close without the dialect's terminator all become a trailing ``StreamError`` — never a silent end.
 A JSON body (an upstream that ignored the stream switch) is decoded whole.
 """
@@ -24,7 +24,7 @@ from gateway.events import (
     ThinkingDelta,
     ToolArgsDelta,
 )
-from gateway.http_client import Response
+from gateway.http_client import Response, read_at_most
 from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
 
@@ -79,6 +79,7 @@ class HttpEventSource(EventSource):
         self._response = response
         self._codec = codec
         self._closed = False
+        self._reads = _body_reads(response)
         content_type = response.headers.get("content-type", "")
         self.is_json = "application/json" in content_type
         self._sse = SSEDecoder()
@@ -103,7 +104,7 @@ class HttpEventSource(EventSource):
                 frames, self._held = self._held, []
             else:
                 try:
-                    chunk = await self._response.read_some()  # everything one socket read brought
+                    chunk = await anext(self._reads, b"")  # everything one socket read brought
                 except http_client.HTTPError as exc:
                     if await self._resume():
                         continue
@@ -149,6 +150,7 @@ class HttpEventSource(EventSource):
         if call is None:
             return False
         self._resumes += 1
+        await self._reads.aclose()
         await self._provider.close_response(self._response)
         self._closed = True
         try:
@@ -156,6 +158,7 @@ class HttpEventSource(EventSource):
         except http_client.HTTPError:
             return False
         self._response, self._closed = response, False
+        self._reads = _body_reads(response)
         if response.status_code >= 400:
             return False
         self._sse = SSEDecoder()  # a half-received frame is dropped: it is replayed after last_event_id
@@ -176,7 +179,7 @@ class HttpEventSource(EventSource):
     async def _whole(self) -> list[Event]:
         self.done = True
         try:
-            body = await self._response.aread(limit=MAX_WHOLE_REPLY + 1)
+            body = await read_at_most(self._response, MAX_WHOLE_REPLY + 1)
         except http_client.HTTPError as exc:
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
         if len(body) > MAX_WHOLE_REPLY:  # a runaway or hostile upstream must not take the gateway's memory
@@ -211,6 +214,7 @@ class HttpEventSource(EventSource):
             if self.done and not self.synthetic and not self.is_json:
                 await self._drain()
         finally:
+            await self._reads.aclose()
             await self._provider.close_response(self._response)
 
     async def _drain(self) -> None:
@@ -223,9 +227,16 @@ class HttpEventSource(EventSource):
         budget = 65536
         try:
             async with asyncio.timeout(0.2):
-                while chunk := await self._response.read_some():
+                async for chunk in self._reads:
                     budget -= len(chunk)
                     if budget < 0:
                         return
         except (TimeoutError, http_client.HTTPError):
             return
+
+
+def _body_reads(response: Response) -> Any:  # an async generator: has aclose()
+    """The body as it arrives: ``aiter_raw`` when it is not compressed (one item per socket read,
+    one generator less per read than ``aiter_bytes``), else ``aiter_bytes`` (httpx inflates it)."""
+    encoding = response.headers.get("content-encoding")
+    return response.aiter_raw() if encoding is None or encoding == "identity" else response.aiter_bytes()
