@@ -104,7 +104,9 @@ class HttpEventSource(EventSource):
                 frames, self._held = self._held, []
             else:
                 try:
-                    chunk = await anext(self._reads, b"")  # everything one socket read brought
+                    chunk = await self._reads.__anext__()  # everything one socket read brought
+                except StopAsyncIteration:
+                    chunk = b""
                 except http_client.HTTPError as exc:
                     if await self._resume():
                         continue
@@ -235,8 +237,32 @@ class HttpEventSource(EventSource):
             return
 
 
-def _body_reads(response: Response) -> Any:  # an async generator: has aclose()
-    """The body as it arrives: ``aiter_raw`` when it is not compressed (one item per socket read,
-    one generator less per read than ``aiter_bytes``), else ``aiter_bytes`` (httpx inflates it)."""
+def _body_reads(response: Response) -> Any:  # an async iterator with aclose()
+    """The body as it arrives. Not compressed: the response's stream itself, one item per socket
+    read on the gateway's transport (``aiter_raw`` would add a generator, a chunker and a context
+    manager per read for nothing); compressed: ``aiter_bytes`` (httpx inflates it)."""
     encoding = response.headers.get("content-encoding")
-    return response.aiter_raw() if encoding is None or encoding == "identity" else response.aiter_bytes()
+    if encoding is None or encoding == "identity":
+        return _Raw(response.stream)
+    return response.aiter_bytes()
+
+
+class _Raw:
+    """``response.stream`` as an iterator (the response itself is closed by ``Provider.close_response``)."""
+
+    __slots__ = ("_iterator", "_next")
+
+    def __init__(self, stream: Any) -> None:
+        self._iterator = stream.__aiter__()
+        self._next = self._iterator.__anext__
+
+    def __aiter__(self) -> _Raw:
+        return self
+
+    def __anext__(self) -> Any:
+        return self._next()
+
+    async def aclose(self) -> None:
+        close = getattr(self._iterator, "aclose", None)  # an async generator left mid-body
+        if close is not None:
+            await close()
