@@ -65,6 +65,7 @@ class GatewayTransport(httpx.AsyncBaseTransport):
         key = (url.scheme, url.raw_host, url.port)
         origin = self._origins.get(key) or self._origin(key)
         timeout = request.extensions.get("timeout") or _DEFAULT_TIMEOUT
+        sized = type(request.stream) is httpx.ByteStream  # else httpx framed it as chunked
         try:
             body: bytes | None = request.content
         except httpx.RequestNotRead:
@@ -72,8 +73,11 @@ class GatewayTransport(httpx.AsyncBaseTransport):
         if not body and request.method in ("GET", "HEAD", "DELETE", "OPTIONS"):
             body = None
         pool = self.pool
+        headers = request.headers.raw
+        if not sized:
+            headers = _framed(headers, body)
         conn, status, headers = await pool.send(
-            origin, request.method.encode("ascii"), url.raw_path, _framed(request.headers.raw, body), body,
+            origin, request.method.encode("ascii"), url.raw_path, headers, body,
             timeout.get("connect"), timeout.get("pool"), timeout.get("read"),
         )
         return httpx.Response(status, headers=headers, stream=ConnectionStream(conn, pool), extensions=_HTTP11)

@@ -238,6 +238,22 @@ async def test_header_values_with_line_breaks_are_refused() -> None:
                 await send(client, "POST", "http://127.0.0.1:9", headers=headers)
 
 
+async def test_a_streamed_request_body_is_sent_whole_with_its_length() -> None:
+    def answer(writer, head, body, index):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    async def parts():
+        yield b'{"a":'
+        yield b"1}"
+
+    async with ScriptedServer(answer) as server, fast_client() as client:
+        response = await send(client, "POST", server.url, parts())  # type: ignore[arg-type]
+        assert await response.aread() == b"ok"
+        await response.aclose()
+        head, body = server.requests[0]
+        assert body == b'{"a":1}' and b"content-length: 7\r\n" in head.lower() and b"transfer-encoding" not in head.lower()
+
+
 async def test_pool_limit_waits_for_a_released_connection_then_times_out() -> None:
     release = asyncio.Event()
 
