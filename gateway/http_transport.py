@@ -14,6 +14,7 @@ per request, measured in bench/README.md).
 
 from __future__ import annotations
 
+import http
 import ssl
 from typing import Any
 
@@ -22,7 +23,10 @@ import httpx
 from gateway.http_client import ConnectionStream, Origin
 from gateway.http_pool import ConnectionPool, trust_context
 
-_HTTP11 = {"http_version": b"HTTP/1.1"}
+# Response extensions per status, built once: httpx's client reads reason_phrase on every response
+# (for its log line, even when the line is not logged), else it looks the code up in an IntEnum.
+_EXTENSIONS = {int(s): {"http_version": b"HTTP/1.1", "reason_phrase": s.phrase.encode("ascii")} for s in http.HTTPStatus}
+_HTTP11 = {"http_version": b"HTTP/1.1", "reason_phrase": b""}
 _DEFAULT_TIMEOUT = httpx.Timeout(10.0, read=None, write=None).as_dict()
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -80,7 +84,7 @@ class GatewayTransport(httpx.AsyncBaseTransport):
             origin, request.method.encode("ascii"), url.raw_path, headers, body,
             timeout.get("connect"), timeout.get("pool"), timeout.get("read"),
         )
-        return httpx.Response(status, headers=headers, stream=ConnectionStream(conn, pool), extensions=_HTTP11)
+        return httpx.Response(status, headers=headers, stream=ConnectionStream(conn, pool), extensions=_EXTENSIONS.get(status, _HTTP11))
 
     def _origin(self, key: tuple[str, bytes, int | None]) -> Origin:
         scheme, raw_host, port = key
