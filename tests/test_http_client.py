@@ -684,6 +684,51 @@ async def test_environment_proxies_and_no_proxy_with_trust_env(tls_files: tuple[
         plain_server.close()
 
 
+async def test_a_socks5_proxy_with_the_httpx_transport() -> None:
+    pytest.importorskip("socksio")
+    echo = lambda path: b"data: " + path + b"\n\n"  # noqa: E731
+    plain_server, plain_port = await start_sse_server(echo)
+    asked: list[tuple[str, int]] = []
+
+    async def socks5(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """RFC 1928, no auth, CONNECT only: enough to see the request go through it."""
+        try:
+            _, n = await reader.readexactly(2)
+            await reader.readexactly(n)
+            writer.write(b"\x05\x00")
+            _, _, _, kind = await reader.readexactly(4)
+            host = (await reader.readexactly(4)) if kind == 1 else (await reader.readexactly((await reader.readexactly(1))[0]))
+            port = int.from_bytes(await reader.readexactly(2), "big")
+            name = ".".join(str(b) for b in host) if kind == 1 else host.decode()
+            asked.append((name, port))
+            up_reader, up_writer = await asyncio.open_connection(name, port)
+            writer.write(b"\x05\x00\x00\x01\x7f\x00\x00\x01\x00\x00")
+
+            async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+                try:
+                    while data := await src.read(65536):
+                        dst.write(data)
+                        await dst.drain()
+                finally:
+                    dst.close()
+
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    proxy = await asyncio.start_server(socks5, "127.0.0.1", 0)
+    try:
+        proxy_port = proxy.sockets[0].getsockname()[1]
+        async with provider_client("httpx", proxy=f"socks5://127.0.0.1:{proxy_port}") as client:
+            response = await send(client, "POST", f"http://127.0.0.1:{plain_port}/v1/messages")
+            assert await response.aread() == b"data: /v1/messages\n\n"
+            await response.aclose()
+        assert asked == [("127.0.0.1", plain_port)]
+    finally:
+        proxy.close()
+        plain_server.close()
+
+
 def test_what_only_the_httpx_transport_does_is_refused_on_the_gateway_one_with_a_clear_message() -> None:
     from pydantic import ValidationError
 
