@@ -578,7 +578,9 @@ async def test_per_request_auth_plugs_in_as_an_httpx_auth_and_no_cycle_is_left(t
         assert b"x-signature: POST /v1/chat/completions 7\r\n" in server.requests[-1][0]
         assert not [r for r in caplog.records if r.name == "httpx" and r.levelname == "INFO"]  # no INFO line per request
         if transport == "gateway":
-            assert garbage == 0  # the response <-> stream cycle of httpx 0.28 is broken: all freed by refcount
+            # The response <-> stream cycle of httpx 0.28 (≈26 objects a stream, ≥ 520 here) is
+            # broken: a request's objects are freed by refcount (the loop itself may leave a few).
+            assert garbage < 100, garbage
         assert provider.gauge.open == 0
 
 
