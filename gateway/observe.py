@@ -63,8 +63,11 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    trace_id: str | None = None  # the OpenTelemetry trace (telemetry on): find this request in the tracing backend
+    dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
+    response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -107,6 +110,7 @@ class Metrics:
         self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures by provider and kind", ["provider", "kind"], registry=r)
         self.retries = Counter("gateway_retries", "Upstream attempts beyond the first", ["provider"], registry=r)
         self.fallbacks = Counter("gateway_fallbacks", "Requests answered by a fallback provider", ["provider"], registry=r)
+        self.dropped = Counter("gateway_dropped_settings", "Request settings sent upstream without (gateway/carry.py)", ["provider", "field"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -172,6 +176,8 @@ class Observer:
         ):
             if value:
                 m.tokens.labels(provider, kind).inc(value)
+        for name in record.dropped:
+            m.dropped.labels(provider, name).inc()
         for attempt in record.attempts:
             if attempt.get("error"):
                 m.upstream_errors.labels(attempt["provider"], attempt["error"]).inc()
@@ -186,5 +192,6 @@ class Observer:
             line = asdict(record)
             line.pop("started")
             line.pop("response_started")
+            line.pop("response_done")
             line["ts"] = time.time()
             access_log.info(orjson.dumps(line).decode())

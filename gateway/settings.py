@@ -72,6 +72,25 @@ class ProviderSettings(BaseModel):
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
+    # Request settings this provider's dialect cannot carry that may be dropped instead of refused
+    # with a 400 (gateway/carry.py; the table is in README "What each upstream cannot carry").
+    drop_unsupported: list[str] = Field(default_factory=list)
+    # Anthropic: upstream-model globs that refuse temperature together with top_p (top_p is then
+    # dropped and reported); None = the built-in list of such Claude models, [] = always send both.
+    sampling_exclusive_models: list[str] | None = None
+    # Anthropic: upstream-model globs asked for thinking as {type: adaptive} + output_config.effort
+    # instead of {type: enabled, budget_tokens}; None = the built-in list (Claude 4.6 and later).
+    adaptive_thinking_models: list[str] | None = None
+
+    @field_validator("drop_unsupported")
+    @classmethod
+    def _known_fields(cls, value: list[str]) -> list[str]:
+        from gateway.carry import USES
+
+        unknown = [v for v in value if v not in USES]
+        if unknown:
+            raise ValueError(f"drop_unsupported: unknown field(s) {unknown}; known: {sorted(USES)}")
+        return value
 
     @model_validator(mode="after")
     def _transport_can_do_it(self) -> ProviderSettings:
@@ -119,6 +138,27 @@ class StoreSettings(BaseModel):
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
 
 
+class TelemetrySettings(BaseModel):
+    """OpenTelemetry export (gateway/telemetry.py). Off unless an endpoint is set here or in the
+    standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variables."""
+
+    otlp_endpoint: str | None = None  # OTLP/HTTP base URL, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics appended)
+    service_name: str = "llm-gateway"  # OTEL_SERVICE_NAME wins when set
+    capture_content: bool = False  # prompts, completions and tool arguments on spans only when true
+    shutdown_seconds: float = 5.0  # at most this long flushing spans and metrics on shutdown
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_is_http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)")
+        return value or None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")
 
@@ -127,6 +167,7 @@ class Settings(BaseSettings):
     providers: list[ProviderSettings] = Field(default_factory=list)
     routes: list[RouteSettings] = Field(default_factory=list)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def settings_customise_sources(
