@@ -82,6 +82,7 @@ class FakeUpstream:
     port: int = 0
     active: int = 0  # requests being answered right now
     stall_seconds: float = 30.0
+    pause_seconds: float = 1.3  # the silence in the middle of the pause scenario
     slow_delay: float = 0.01  # seconds between events of the slow_stream scenario
     pause_seconds: float = 1.3  # the silence in the middle of the pause scenario
     interactions: dict[str, list[bytes]] = field(default_factory=dict)  # id -> frames, for GET resume
