@@ -28,7 +28,6 @@ from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.relay import check_auth
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -104,7 +103,7 @@ _ANSWER = {
 
 
 async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Receive, meta: RequestMeta) -> tuple[int, bool]:
-    check_auth(state.keys, scope, meta.query)
+    state.auth.authenticate(scope, meta.query)
     body = parse_json_object(scope, await read_body(scope, receive, state.settings.server.max_body_bytes), state.settings.server.max_json_depth)
     if dialect == "anthropic":
         body.setdefault("max_tokens", 1)

@@ -11,7 +11,7 @@ import logging.handlers
 import queue
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -26,6 +26,7 @@ class AccessRecord:
     dialect: str
     path: str
     started: float = field(default_factory=time.perf_counter)
+    key: str | None = None  # the named key's name (never the secret), set at authentication
     route: str | None = None
     provider: str | None = None
     upstream_dialect: str | None = None
@@ -44,7 +45,10 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    cost_usd: float | None = None  # set by the ledger at finish; None when unpriced
+    unpriced: bool = False
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
+    hold: Any = None  # what the request holds in the store's limits until settled (gateway/limits.py)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -71,6 +75,9 @@ class Metrics:
         self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures by provider and kind", ["provider", "kind"], registry=r)
         self.retries = Counter("gateway_retries", "Upstream attempts beyond the first", ["provider"], registry=r)
         self.fallbacks = Counter("gateway_fallbacks", "Requests answered by a fallback provider", ["provider"], registry=r)
+        self.cost = Counter("gateway_cost_usd", "Spend in USD by named key, provider and upstream model", ["key", "provider", "model"], registry=r)
+        self.budget_remaining = Gauge("gateway_budget_remaining_usd", "Budget left in the current period, by named key", ["key"], registry=r)
+        self.refusals = Counter("gateway_refusals", "Requests refused by a key's limits, by key and reason", ["key", "reason"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -82,6 +89,7 @@ class Observer:
     def __init__(self, enabled: bool = True) -> None:
         self.metrics = Metrics()
         self.enabled = enabled
+        self.ledger: Any = None  # gateway.ledger.Ledger: prices and settles every finished record
         self._listener: logging.handlers.QueueListener | None = None
         if enabled and not access_log.handlers:
             q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
@@ -100,6 +108,10 @@ class Observer:
 
     def finish(self, record: AccessRecord) -> None:
         record.duration_ms = round((time.perf_counter() - record.started) * 1000, 2)
+        line = None
+        if self.ledger is not None:
+            line = log_line(record)
+            self.ledger.finish(record, line)
         m = self.metrics
         provider = record.provider or ""
         m.requests.labels(record.dialect, provider, str(record.status)).inc()
@@ -126,8 +138,15 @@ class Observer:
             if record.provider and record.provider != first and record.status < 400:
                 m.fallbacks.labels(record.provider).inc()
         if self.enabled:
-            line = asdict(record)
-            line.pop("started")
-            line.pop("response_started")
-            line["ts"] = time.time()
-            access_log.info(orjson.dumps(line).decode())
+            access_log.info(orjson.dumps(line if line is not None else log_line(record)).decode())
+
+
+_LOGGED = tuple(f.name for f in fields(AccessRecord) if f.name not in ("started", "response_started", "hold"))
+
+
+def log_line(record: AccessRecord) -> dict[str, Any]:
+    """The access-log fields of ``record`` (also the request record of ``GET /admin/requests``)."""
+    line = {name: getattr(record, name) for name in _LOGGED}
+    line["attempts"] = [dict(a) for a in record.attempts]
+    line["ts"] = time.time()
+    return line

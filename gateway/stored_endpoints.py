@@ -17,7 +17,6 @@ from gateway.asgi import Receive, Scope, Send, run_until_disconnect, send_json
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
-from gateway.relay import check_auth
 from gateway.stateful import INTERACTIONS
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class StoredEndpoint:
         codec = codec_for(self.dialect)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         try:
-            check_auth(self.state.keys, scope, query)
+            self.state.auth.authenticate(scope, query)
             await self._handle(scope, receive, send, query)
         except GatewayError as err:
             status, body = codec.render_error(err)

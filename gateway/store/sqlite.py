@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 import orjson
 
 from gateway.store.base import LogClosed, LogStatus, OwnerGone, Store
+from gateway.store.sqlite_counters import SCHEMA as COUNTERS_SCHEMA
+from gateway.store.sqlite_counters import SQLiteCounters
 
 T = TypeVar("T")
 
@@ -63,7 +65,7 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteCounters, Store):
     """One SQLite file (or ``:memory:``) behind the :class:`Store` interface."""
 
     def __init__(self, path: str, ttl_seconds: float) -> None:
@@ -93,6 +95,7 @@ class SQLiteStore(Store):
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
+        db.executescript(COUNTERS_SCHEMA)
         self._db = db
         self._expire(time.time())
 
