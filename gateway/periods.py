@@ -10,10 +10,22 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 
+_cache: dict[str, tuple[str, float, float]] = {}
+
+
 def period_bounds(period: str, now: float) -> tuple[str, float | None, float | None]:
     """(id, start, end) epoch seconds of the period containing ``now``; ``total`` has no bounds."""
     if period == "total":
         return "total", None, None
+    hit = _cache.get(period)
+    if hit is not None and hit[1] <= now < hit[2]:
+        return hit
+    found = _bounds(period, now)
+    _cache[period] = found
+    return found
+
+
+def _bounds(period: str, now: float) -> tuple[str, float, float]:
     t = datetime.fromtimestamp(now, UTC)
     day = t.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "day":

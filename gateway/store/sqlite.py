@@ -77,6 +77,10 @@ class SQLiteStore(SQLiteCounters, Store):
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._pending: list[tuple[str, bytes, int | None, asyncio.Future[int]]] = []
         self._drainer: asyncio.Task[None] | None = None
+        if path == ":memory:":
+            from gateway.store.memory_counters import MemoryCounters
+
+            self._memory = MemoryCounters()
         # Opening is quick and happens once at startup: do it now so a bad path fails early.
         try:
             self._pool.submit(self._open).result()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from gateway.store.memory_counters import MemoryCounters
 from gateway.store.counters import Ask, Settlement, Verdict, decide, hour_of, minute_of, settlement_values
 
 SCHEMA = """
@@ -51,24 +52,24 @@ _ADD_BUDGET = (
 )
 
 
-def _release(db: sqlite3.Connection, key: str, lease: str) -> tuple[int, int, str, int] | None:
-    """Drop one lease; give back what it held. Returns (tokens, cost, period, minute) or None."""
-    row = db.execute("SELECT tokens, cost, period, minute FROM rl_leases WHERE key = ? AND lease = ?", (key, lease)).fetchone()
+def _release(db: sqlite3.Connection, key: str, lease: str) -> None:
+    """Drop one lease and give back what it held (nothing if it is already gone)."""
+    row = db.execute("DELETE FROM rl_leases WHERE key = ? AND lease = ? RETURNING tokens, cost, period, minute", (key, lease)).fetchone()
     if row is None:
-        return None
-    db.execute("DELETE FROM rl_leases WHERE key = ? AND lease = ?", (key, lease))
+        return
     tokens, cost, period, minute = row
     if cost and period:
         db.execute(_ADD_BUDGET, (key, period, 0, -cost))
     if tokens:
         db.execute("UPDATE rl_windows SET n = MAX(n - ?, 0) WHERE key = ? AND kind = 't' AND minute = ?", (tokens, key, minute))
-    return row
 
 
 class SQLiteCounters:
-    """The limits-and-spend half of ``SQLiteStore``."""
+    """The limits-and-spend half of ``SQLiteStore``. For ``:memory:`` it hands everything to
+    ``MemoryCounters`` (one process by definition: no SQL, no thread hop)."""
 
     requests_kept: int = 10000
+    _memory: MemoryCounters | None = None
 
     if TYPE_CHECKING:  # provided by SQLiteStore
 
@@ -80,11 +81,14 @@ class SQLiteCounters:
 
     def _reserve(self, ask: Ask) -> Verdict:
         def run(db: sqlite3.Connection) -> Verdict:
-            key = ask.key
-            for (lease,) in db.execute("SELECT lease FROM rl_leases WHERE key = ? AND expires <= ?", (key, ask.now)).fetchall():
-                _release(db, key, lease)
-            live = db.execute("SELECT COUNT(*) FROM rl_leases WHERE key = ?", (key,)).fetchone()[0] if ask.max_parallel else 0
-            minute = minute_of(ask.now)
+            key, now = ask.key, ask.now
+            live = 0
+            for lease, expires in db.execute("SELECT lease, expires FROM rl_leases WHERE key = ?", (key,)).fetchall():
+                if expires <= now:
+                    _release(db, key, lease)
+                else:
+                    live += 1
+            minute = minute_of(now)
             counts = {(k, m): n for k, m, n in db.execute(
                 "SELECT kind, minute, n FROM rl_windows WHERE key = ? AND minute >= ?", (key, minute - 1))}
             spent, held = 0, 0
@@ -97,13 +101,14 @@ class SQLiteCounters:
             if not v.ok:
                 return v
             db.execute("INSERT OR REPLACE INTO rl_leases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (key, ask.lease, ask.now + ask.lease_seconds, ask.tokens, ask.cost_nano, ask.period, minute))
+                       (key, ask.lease, now + ask.lease_seconds, ask.tokens, ask.cost_nano, ask.period, minute))
+            if ("r", minute) not in counts:  # the first request of a minute clears the ones before the last
+                db.execute("DELETE FROM rl_windows WHERE key = ? AND minute < ?", (key, minute - 1))
             db.execute(_ADD_WINDOW, (key, "r", minute, 1))
             if ask.tokens:
                 db.execute(_ADD_WINDOW, (key, "t", minute, ask.tokens))
             if ask.period:
                 db.execute(_ADD_BUDGET, (key, ask.period, 0, ask.cost_nano))
-            db.execute("DELETE FROM rl_windows WHERE key = ? AND minute < ?", (key, minute - 1))
             return v
 
         return self._tx(run)  # type: ignore[no-any-return]
@@ -111,23 +116,23 @@ class SQLiteCounters:
     def _settle(self, items: list[Settlement]) -> list[int]:
         def run(db: sqlite3.Connection) -> list[int]:
             out = []
+            trim = False
             for s in items:
                 if s.hold is not None:
                     _release(db, s.key, s.hold.lease)
                     total = s.input + s.output
                     if total:
                         db.execute(_ADD_WINDOW, (s.key, "t", minute_of(s.now), total))
-                period = s.period
-                if period and s.cost_nano:
-                    db.execute(_ADD_BUDGET, (s.key, period, s.cost_nano, 0))
+                spent = 0
+                if s.period:
+                    spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano, 0)).fetchone()[0]
                 if s.counted:
                     db.execute(_UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s)))
-                db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record)))
-                spent = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (s.key, period)).fetchone() if period else None
-                out.append(spent[0] if spent else 0)
-            last = db.execute("SELECT MAX(seq) FROM request_log").fetchone()[0] or 0
-            if last % 100 < len(items) or len(items) >= 100:  # trim now and then, not on every write
-                db.execute("DELETE FROM request_log WHERE seq <= ?", (last - self.requests_kept,))
+                seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
+                trim = trim or seq % 100 == 0
+                out.append(spent)
+            if trim:  # now and then, not on every write
+                db.execute("DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,))
             return out
 
         return self._tx(run)  # type: ignore[no-any-return]
@@ -135,12 +140,19 @@ class SQLiteCounters:
     # -- event-loop side -----------------------------------------------------------------------------
 
     async def reserve(self, ask: Ask) -> Verdict:
+        if self._memory is not None:
+            return self._memory.reserve(ask)
         return await self._run(self._reserve, ask)  # type: ignore[no-any-return]
 
     async def settle(self, items: list[Settlement]) -> list[int]:
+        if self._memory is not None:
+            return self._memory.settle(items)
         return await self._run(self._settle, items)  # type: ignore[no-any-return]
 
     async def budget_state(self, key: str, period: str) -> tuple[int, int]:
+        if self._memory is not None:
+            return self._memory.budget_state(key, period)
+
         def run(db: sqlite3.Connection) -> tuple[int, int]:
             row = db.execute("SELECT spent, held FROM budgets WHERE key = ? AND period = ?", (key, period)).fetchone()
             return (row[0], row[1]) if row else (0, 0)
@@ -148,6 +160,9 @@ class SQLiteCounters:
         return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
 
     async def spend_buckets(self, start_hour: int, end_hour: int, key: str | None) -> list[tuple[Any, ...]]:
+        if self._memory is not None:
+            return self._memory.spend_buckets(start_hour, end_hour, key)
+
         def run(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
             sql = "SELECT * FROM spend WHERE hour >= ? AND hour < ?"
             args: tuple[Any, ...] = (start_hour, end_hour)
@@ -158,6 +173,9 @@ class SQLiteCounters:
         return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
 
     async def recent_requests(self, key: str | None, limit: int) -> list[dict[str, Any]]:
+        if self._memory is not None:
+            return self._memory.recent_requests(key, limit)
+
         def run(db: sqlite3.Connection) -> list[dict[str, Any]]:
             if key is None:
                 rows = db.execute("SELECT body FROM request_log ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
@@ -168,12 +186,18 @@ class SQLiteCounters:
         return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
 
     async def key_records(self) -> dict[str, dict[str, Any]]:
+        if self._memory is not None:
+            return dict(self._memory.keys)
+
         def run(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
             return {name: orjson.loads(body) for name, body in db.execute("SELECT name, body FROM key_records")}
 
         return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
 
     async def put_key_record(self, name: str, record: dict[str, Any]) -> None:
+        if self._memory is not None:
+            return self._memory.put_key_record(name, record)
+
         def run(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO key_records VALUES (?, ?)", (name, orjson.dumps(record)))
             db.execute("INSERT INTO key_version VALUES (0, 1) ON CONFLICT (id) DO UPDATE SET v = v + 1")
@@ -181,6 +205,9 @@ class SQLiteCounters:
         await self._run(self._tx, run)
 
     async def key_version(self) -> int:
+        if self._memory is not None:
+            return self._memory.version
+
         def run(db: sqlite3.Connection) -> int:
             row = db.execute("SELECT v FROM key_version WHERE id = 0").fetchone()
             return row[0] if row else 0
