@@ -48,7 +48,8 @@ class Ledger:
         self._drainer: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
-        self._costs: dict[tuple[str, str, str], Any] = {}  # metric children: labels() is ~5 µs a call
+        self._costs: dict[tuple[str, str, str], Any] = {}
+        self._unpriced: dict[tuple[str, str], list[Any]] = {}  # (provider, model) -> [last warned, count since]  # metric children: labels() is ~5 µs a call
 
     def finish(self, record: AccessRecord, line: dict[str, Any]) -> None:
         """Price ``record`` (sets ``cost_usd``/``unpriced`` on it and on its log ``line``) and queue
@@ -71,13 +72,12 @@ class Ledger:
             price = self.prices.lookup(p.settings if p is not None else None, model)
             if price is None:
                 unpriced = True
-                log.warning("UNPRICED request %s: no [prices] entry and no price database entry for model %r (provider %r); "
-                            "its cost is not in any budget", record.request_id, model, provider)
+                self._warn(record, "no [prices] entry and no price database entry for", provider, model)
             else:
                 cost = price.cost_nano(record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.reasoning_tokens)
         elif reached and record.status < 400 and record.error_kind is None:
             unpriced = True
-            log.warning("UNPRICED request %s: the upstream %r reported no usage for model %r", record.request_id, provider, model)
+            self._warn(record, "the upstream reported no usage for", provider, model)
         record.cost_usd = None if unpriced else cost / NANO
         record.unpriced = unpriced
         line["cost_usd"], line["unpriced"] = record.cost_usd, unpriced
@@ -101,6 +101,16 @@ class Ledger:
         if self.store is not None and (self._drainer is None or self._drainer.done()):
             self._idle.clear()
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
+
+    def _warn(self, record: AccessRecord, why: str, provider: str, model: str) -> None:
+        """A warning per (provider, model) and minute, with how many went unpriced meanwhile."""
+        now = time.monotonic()
+        seen = self._unpriced.setdefault((provider, model), [0.0, 0])
+        seen[1] += 1
+        if now - seen[0] >= 60.0:
+            log.warning("UNPRICED: %s model %r (provider %r): %d request(s) in the last minute, the latest %s, are in "
+                        "unpriced_requests and in no budget", why, model, provider, seen[1], record.request_id)
+            seen[0], seen[1] = now, 0
 
     async def _drain(self) -> None:
         try:
