@@ -46,6 +46,8 @@ def keyed_config(fake_port: int, db: Path, keys: list[dict[str, Any]], **spend: 
     config["keys"] = keys
     config["prices"] = {glob: RATES for glob in ("*--thinking", "*--cache_write", "*--text", "*--slow_stream", "demo")}
     config["spend"] = {"reserve_output_tokens": 20, **spend}
+    config["routes"] = [{"model": "falls-back", "provider": "up-openai-chat", "upstream_model": "openai-chat--error_500",
+                         "fallbacks": ["up-anthropic:anthropic--cache_write"]}, *config["routes"]]
     return config
 
 
@@ -92,6 +94,14 @@ def test_exact_cost_per_caller_dialect(keyed: ServerThread, caller: str, stream:
     assert record["cost_usd"] == pytest.approx(EXACT[upstream_model], abs=1e-12)
     assert record["unpriced"] is False
     assert record["key"] == ("gem" if caller == "gemini" else "team")
+
+
+def test_a_fallback_is_priced_as_the_fallback(keyed: ServerThread) -> None:
+    CALLERS["openai-chat"](keyed.url, "falls-back", "text", False)
+    record = last_record(keyed, "team")
+    assert [a["status"] for a in record["attempts"]] == [500, 200]
+    assert record["upstream_model"] == "anthropic--cache_write" and record["provider"] == "up-anthropic"
+    assert record["cost_usd"] == pytest.approx(EXACT["anthropic--cache_write"], abs=1e-12)  # the failed attempt cost nothing
 
 
 def test_unpriced_is_counted_never_zero_and_a_key_may_refuse_it(keyed: ServerThread, fake: FakeUpstream) -> None:

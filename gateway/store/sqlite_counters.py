@@ -1,6 +1,7 @@
 """Limits and spend on SQLite: each reserve and each batch of settlements is one ``BEGIN IMMEDIATE``
 transaction, so several ``--workers`` on one file see one set of counters and no request slips
-between another's check and its write. Spend tables have no TTL: they are the ledger.
+between another's check and its write. A key's live state (leases, windows, holds) is one row
+(gateway/store/key_state.py): a reserve writes one page. Spend tables have no TTL: they are the ledger.
 
 Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement.
 """
@@ -13,18 +14,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gateway.store.memory_counters import MemoryCounters
-from gateway.store.counters import Ask, Settlement, Verdict, decide, hour_of, minute_of, settlement_values
+from gateway.store import key_state
+from gateway.store.counters import Ask, Settlement, Verdict, hour_of, settlement_values
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS rl_windows (
-    key TEXT NOT NULL, kind TEXT NOT NULL, minute INTEGER NOT NULL, n INTEGER NOT NULL,
-    PRIMARY KEY (key, kind, minute)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rl_leases (
-    key TEXT NOT NULL, lease TEXT NOT NULL, expires REAL NOT NULL, tokens INTEGER NOT NULL,
-    cost INTEGER NOT NULL, period TEXT NOT NULL, minute INTEGER NOT NULL,
-    PRIMARY KEY (key, lease)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rl_state (key TEXT PRIMARY KEY, state BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS budgets (
-    key TEXT NOT NULL, period TEXT NOT NULL, spent INTEGER NOT NULL DEFAULT 0, held INTEGER NOT NULL DEFAULT 0,
+    key TEXT NOT NULL, period TEXT NOT NULL, spent INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (key, period)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS spend (
     hour INTEGER NOT NULL, key TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, route TEXT NOT NULL,
@@ -45,23 +41,18 @@ _UPSERT_SPEND = (
     "cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, "
     "cost_nano = cost_nano + excluded.cost_nano, unpriced_requests = unpriced_requests + excluded.unpriced_requests"
 )
-_ADD_WINDOW = "INSERT INTO rl_windows VALUES (?, ?, ?, ?) ON CONFLICT (key, kind, minute) DO UPDATE SET n = n + excluded.n"
 _ADD_BUDGET = (
-    "INSERT INTO budgets (key, period, spent, held) VALUES (?, ?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET "
-    "spent = spent + excluded.spent, held = MAX(held + excluded.held, 0)"
+    "INSERT INTO budgets (key, period, spent) VALUES (?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET spent = spent + excluded.spent"
 )
 
 
-def _release(db: sqlite3.Connection, key: str, lease: str) -> None:
-    """Drop one lease and give back what it held (nothing if it is already gone)."""
-    row = db.execute("DELETE FROM rl_leases WHERE key = ? AND lease = ? RETURNING tokens, cost, period, minute", (key, lease)).fetchone()
-    if row is None:
-        return
-    tokens, cost, period, minute = row
-    if cost and period:
-        db.execute(_ADD_BUDGET, (key, period, 0, -cost))
-    if tokens:
-        db.execute("UPDATE rl_windows SET n = MAX(n - ?, 0) WHERE key = ? AND kind = 't' AND minute = ?", (tokens, key, minute))
+def _load(db: sqlite3.Connection, key: str) -> key_state.State:
+    row = db.execute("SELECT state FROM rl_state WHERE key = ?", (key,)).fetchone()
+    return orjson.loads(row[0]) if row else key_state.new_state()
+
+
+def _save(db: sqlite3.Connection, key: str, st: key_state.State) -> None:
+    db.execute("INSERT OR REPLACE INTO rl_state VALUES (?, ?)", (key, orjson.dumps(st)))
 
 
 class SQLiteCounters:
@@ -81,34 +72,15 @@ class SQLiteCounters:
 
     def _reserve(self, ask: Ask) -> Verdict:
         def run(db: sqlite3.Connection) -> Verdict:
-            key, now = ask.key, ask.now
-            live = 0
-            for lease, expires in db.execute("SELECT lease, expires FROM rl_leases WHERE key = ?", (key,)).fetchall():
-                if expires <= now:
-                    _release(db, key, lease)
-                else:
-                    live += 1
-            minute = minute_of(now)
-            counts = {(k, m): n for k, m, n in db.execute(
-                "SELECT kind, minute, n FROM rl_windows WHERE key = ? AND minute >= ?", (key, minute - 1))}
-            spent, held = 0, 0
+            spent = 0
             if ask.period:
-                row = db.execute("SELECT spent, held FROM budgets WHERE key = ? AND period = ?", (key, ask.period)).fetchone()
-                if row:
-                    spent, held = row
-            v = decide(ask, live, counts.get(("r", minute - 1), 0), counts.get(("r", minute), 0),
-                       counts.get(("t", minute - 1), 0), counts.get(("t", minute), 0), spent, held)
-            if not v.ok:
-                return v
-            db.execute("INSERT OR REPLACE INTO rl_leases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (key, ask.lease, now + ask.lease_seconds, ask.tokens, ask.cost_nano, ask.period, minute))
-            if ("r", minute) not in counts:  # the first request of a minute clears the ones before the last
-                db.execute("DELETE FROM rl_windows WHERE key = ? AND minute < ?", (key, minute - 1))
-            db.execute(_ADD_WINDOW, (key, "r", minute, 1))
-            if ask.tokens:
-                db.execute(_ADD_WINDOW, (key, "t", minute, ask.tokens))
-            if ask.period:
-                db.execute(_ADD_BUDGET, (key, ask.period, 0, ask.cost_nano))
+                row = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (ask.key, ask.period)).fetchone()
+                spent = row[0] if row else 0
+            st = _load(db, ask.key)
+            expired = any(held[0] <= ask.now for held in st["l"].values())
+            v = key_state.reserve(st, ask, spent)
+            if v.ok or expired:
+                _save(db, ask.key, st)
             return v
 
         return self._tx(run)  # type: ignore[no-any-return]
@@ -117,20 +89,23 @@ class SQLiteCounters:
         def run(db: sqlite3.Connection) -> list[int]:
             out = []
             trim = False
+            states: dict[str, key_state.State] = {}
             for s in items:
                 if s.hold is not None:
-                    _release(db, s.key, s.hold.lease)
-                    total = s.input + s.output
-                    if total:
-                        db.execute(_ADD_WINDOW, (s.key, "t", minute_of(s.now), total))
+                    st = states.get(s.key)
+                    if st is None:
+                        st = states[s.key] = _load(db, s.key)
+                    key_state.settle(st, s)
                 spent = 0
                 if s.period:
-                    spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano, 0)).fetchone()[0]
+                    spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano)).fetchone()[0]
                 if s.counted:
                     db.execute(_UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s)))
                 seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
                 trim = trim or seq % 100 == 0
                 out.append(spent)
+            for key, st in states.items():
+                _save(db, key, st)
             if trim:  # now and then, not on every write
                 db.execute("DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,))
             return out
@@ -154,8 +129,8 @@ class SQLiteCounters:
             return self._memory.budget_state(key, period)
 
         def run(db: sqlite3.Connection) -> tuple[int, int]:
-            row = db.execute("SELECT spent, held FROM budgets WHERE key = ? AND period = ?", (key, period)).fetchone()
-            return (row[0], row[1]) if row else (0, 0)
+            row = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (key, period)).fetchone()
+            return (row[0] if row else 0, _load(db, key)["h"].get(period, 0))
 
         return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
 
