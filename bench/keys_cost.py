@@ -114,6 +114,35 @@ async def baseline(n: int) -> tuple[float, float]:
     return (time.perf_counter() - wall) / n * 1e6, (time.process_time() - cpu) / n * 1e6
 
 
+def calibrate(tmp: str, redis_url: str | None) -> str:
+    """What this machine pays right now for the two primitives the path is made of: one one-row
+    SQLite write transaction on a WAL file, and one Redis round trip (PING) — so the table can be
+    read against the machine's load."""
+    import sqlite3
+
+    db = sqlite3.connect(os.path.join(tmp, "cal.db"), isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID")
+    n = 2000
+    started = time.perf_counter()
+    for _ in range(n):
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO t VALUES ('a', 1) ON CONFLICT (k) DO UPDATE SET n = n + 1")
+        db.execute("COMMIT")
+    sqlite_us = (time.perf_counter() - started) / n * 1e6
+    out = f"one-row SQLite write transaction: {sqlite_us:.0f} µs"
+    if redis_url:
+        import redis
+
+        r = redis.Redis.from_url(redis_url)
+        started = time.perf_counter()
+        for _ in range(n):
+            r.ping()
+        out += f"; one Redis round trip (sync PING): {(time.perf_counter() - started) / n * 1e6:.0f} µs"
+    return out + f"; load average {os.getloadavg()[0]:.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=2000)
@@ -131,6 +160,7 @@ def main() -> None:
             uvloop.install()
         except ImportError:
             pass
+        print("calibration:", calibrate(tmp, url))
         base = asyncio.run(baseline(args.n))
         print(f"baseline Observer.finish (no keys): {base[0]:.1f} µs wall, {base[1]:.1f} µs CPU per request")
         print("| store | key | added wall µs/request | added CPU µs/request |")

@@ -371,5 +371,6 @@ class SQLiteStore(SQLiteCounters, Store):
 
         if self._drainer is not None:
             await self._drainer
+        self._close_inline()
         await self._run(shut)
         self._pool.shutdown(wait=False)
