@@ -243,6 +243,13 @@ def test_a_model_the_key_may_not_call_is_403_in_dialect(keyed: ServerThread, fak
     assert _raw_call(keyed, dialect, "narrow", "anthropic--text").status_code == 200
 
 
+def test_token_counting_keeps_to_the_key_models(keyed: ServerThread) -> None:
+    client = anthropic_client(keyed.url, "narrow")
+    assert client.messages.count_tokens(model="anthropic--text", messages=[{"role": "user", "content": "hi"}]).input_tokens > 0
+    with pytest.raises(anthropic.PermissionDeniedError):
+        client.messages.count_tokens(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}])
+
+
 def test_max_parallel_refuses_while_one_is_in_flight(keyed: ServerThread, fake: FakeUpstream) -> None:
     client = openai_client(keyed.url, "one-at-a-time")
     started = threading.Event()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 SEP = "\x1f"
 
 _RELEASE = """
+local function int(x) return string.format('%.0f', x) end
 local function release(prefix, leases, data, lease)
   local d = redis.call('HGET', data, lease)
   redis.call('ZREM', leases, lease)
@@ -36,12 +37,12 @@ local function release(prefix, leases, data, lease)
     local b = prefix .. 'b:' .. period
     local held = tonumber(redis.call('HGET', b, 'held') or '0') - cost
     if held < 0 then held = 0 end
-    redis.call('HSET', b, 'held', held)
+    redis.call('HSET', b, 'held', int(held))
   end
   if tokens > 0 then
     local t = prefix .. 't:' .. minute
     if redis.call('EXISTS', t) == 1 then
-      local n = redis.call('DECRBY', t, tokens)
+      local n = redis.call('DECRBY', t, int(tokens))
       if n < 0 then redis.call('SET', t, 0, 'KEEPTTL') end
     end
   end
@@ -107,18 +108,18 @@ if budget >= 0 and spent + held + cost > budget then
   reason = 'budget'; wait = w
 end
 if reason then
-  return {0, reason, math.floor(wait * 1000), req_rem, tok_rem, tostring(spent), tostring(held), too_large}
+  return {0, reason, math.floor(wait * 1000), req_rem, tok_rem, int(spent), int(held), too_large}
 end
 redis.call('ZADD', leases, lease_exp, lease)
-redis.call('HSET', data, lease, tokens .. '|' .. cost .. '|' .. period .. '|' .. minute)
+redis.call('HSET', data, lease, int(tokens) .. '|' .. int(cost) .. '|' .. period .. '|' .. int(minute))
 redis.call('PEXPIRE', leases, math.floor((lease_exp - now) * 1000) + 60000)
 redis.call('PEXPIRE', data, math.floor((lease_exp - now) * 1000) + 60000)
 redis.call('INCR', KEYS[4]); redis.call('PEXPIRE', KEYS[4], 2 * W * 1000 + 5000)
-if tokens > 0 then redis.call('INCRBY', KEYS[6], tokens); redis.call('PEXPIRE', KEYS[6], 2 * W * 1000 + 5000) end
-if period ~= '' then redis.call('HINCRBY', KEYS[7], 'held', cost) end
+if tokens > 0 then redis.call('INCRBY', KEYS[6], int(tokens)); redis.call('PEXPIRE', KEYS[6], 2 * W * 1000 + 5000) end
+if period ~= '' then redis.call('HINCRBY', KEYS[7], 'held', int(cost)) end
 if req_rem > 0 then req_rem = req_rem - 1 end
 if tok_rem >= 0 then tok_rem = tok_rem - tokens; if tok_rem < 0 then tok_rem = 0 end end
-return {1, '', 0, req_rem, tok_rem, tostring(spent), tostring(held + cost), 0}
+return {1, '', 0, req_rem, tok_rem, int(spent), int(held + cost), 0}
 """
 
 _SETTLE = _RELEASE + """
@@ -126,24 +127,23 @@ local prefix, lease, total, cost, period = ARGV[1], ARGV[2], tonumber(ARGV[3]), 
 local counted, dims, record, kept, key, hour = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10], tonumber(ARGV[11])
 if lease ~= '' then
   release(prefix, KEYS[1], KEYS[2], lease)
-  if total > 0 then redis.call('INCRBY', KEYS[4], total); redis.call('PEXPIRE', KEYS[4], 125000) end
+  if total > 0 then redis.call('INCRBY', KEYS[4], int(total)); redis.call('PEXPIRE', KEYS[4], 125000) end
 end
-local spent = 0
+local spent = '0'
 if period ~= '' then
-  if cost > 0 then redis.call('HINCRBY', KEYS[3], 'spent', cost) end
-  spent = tonumber(redis.call('HGET', KEYS[3], 'spent') or '0')
+  if cost > 0 then redis.call('HINCRBY', KEYS[3], 'spent', ARGV[4]) end
+  spent = redis.call('HGET', KEYS[3], 'spent') or '0'
 end
 if counted == '1' then
   local names = {%FIELDS%}
   for i, name in ipairs(names) do
-    local v = tonumber(ARGV[11 + i])
-    redis.call('HINCRBY', KEYS[5], dims .. name, v)
+    redis.call('HINCRBY', KEYS[5], dims .. name, ARGV[11 + i])
   end
   redis.call('ZADD', KEYS[8], hour, hour)
 end
 redis.call('LPUSH', KEYS[6], record); redis.call('LTRIM', KEYS[6], 0, kept - 1)
 if key ~= '' then redis.call('LPUSH', KEYS[7], record); redis.call('LTRIM', KEYS[7], 0, kept - 1) end
-return tostring(spent)
+return spent
 """.replace("%FIELDS%", ", ".join(f"'{f}'" for f in SPEND_FIELDS))
 
 

@@ -123,3 +123,13 @@ async def test_spend_survives_reopening(opener: Opener, url: str) -> None:
     await s.settle([settlement(None, cost=42, period="total")])
     again = opener()
     assert await again.budget_state("team", "total") == (42, 0)
+
+
+async def test_large_sums_stay_exact(opener: Opener) -> None:
+    s = opener()
+    big = 12_345_678_901_234  # $12,345.68 in nano-dollars
+    kw = dict(period="total", budget_nano=10 * big)
+    held = await s.reserve(ask("r1", cost_nano=big, **kw))
+    assert held.ok and held.held_nano == big
+    assert await s.settle([settlement(held.hold, cost=big + 1)]) == [big + 1]
+    assert await s.budget_state("team", "total") == (big + 1, 0)
