@@ -21,7 +21,7 @@ from gateway.demo import demo_events
 from gateway.dialects.base import BuildOptions
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
-from gateway.events import BlockStart, End, Event, StreamError
+from gateway.events import BlockStart, End, Event, StreamError, Usage
 from gateway.http_client import Response
 from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
@@ -40,6 +40,7 @@ class Attempt:
     status: int | None = None
     error: str | None = None
     ms: float = 0.0
+    usage: Usage | None = None  # what a failed attempt's upstream had reported before it failed
 
 
 @dataclass(slots=True)
@@ -87,7 +88,9 @@ async def _first_events(source: EventSource) -> list[Event]:
     return events
 
 
-async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False) -> tuple[EventSource, list[Event]]:
+async def _attempt(
+    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
+) -> tuple[EventSource, list[Event]]:
     settings = provider.settings
     if settings.dialect == "demo":
         source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
@@ -127,21 +130,29 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
             first = await _first_events(source)
     except TimeoutError:
         if source is not None:
+            _keep_usage(attempt, source)
             await source.aclose()
         elif response is not None:
             await provider.close_response(response)
         raise GatewayError("timeout", f"upstream {provider.name} sent no first byte within {settings.first_byte_timeout:g}s", 504) from None
     except BaseException:
         if source is not None:
+            _keep_usage(attempt, source)
             await source.aclose()
         elif response is not None:
             await provider.close_response(response)
         raise
     leading_error = next((e for e in first if isinstance(e, StreamError)), None)
     if leading_error is not None and not any(isinstance(e, BlockStart) for e in first):
+        _keep_usage(attempt, source)  # refused in-stream (say after message_start): its input was counted
         await source.aclose()
         raise GatewayError(leading_error.kind, leading_error.message, leading_error.status, raw=leading_error.raw, origin=settings.dialect)
     return source, first
+
+
+def _keep_usage(attempt: Attempt | None, source: EventSource) -> None:
+    if attempt is not None:
+        attempt.usage = source.usage_so_far()
 
 
 async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
@@ -170,13 +181,21 @@ async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
 
 
 async def open_upstream(
-    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None = None, *, stream_upstream: bool = False
+    providers: dict[str, Provider],
+    req: ChatRequest,
+    resolved: Resolved,
+    passthrough_dialect: str | None = None,
+    *,
+    stream_upstream: bool = False,
+    attempts: list[Attempt] | None = None,
 ) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
     of that dialect (the caller's, when streaming) for the same-dialect fast path. The upstream is
     asked for a stream when the caller streams (or ``stream_upstream``: detached runs log events
-    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``."""
-    attempts: list[Attempt] = []
+    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``.
+    ``attempts``: the list each attempt is appended to as it starts, so a caller that is cancelled
+    meanwhile (the client hung up) still knows what was tried and what it used."""
+    attempts = [] if attempts is None else attempts
     last: GatewayError | None = None
     for target in resolved.targets:
         provider = providers[target.provider]
@@ -186,7 +205,7 @@ async def open_upstream(
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
             try:
-                source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream)
+                source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
                 last = err

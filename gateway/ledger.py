@@ -76,8 +76,7 @@ class Ledger:
             else:
                 cost = price.cost_nano(record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.reasoning_tokens)
         elif reached and record.status < 400 and record.error_kind is None:
-            unpriced = True
-            self._warn(record, "the upstream reported no usage for", provider, model)
+            unpriced = True  # the observer's usage_missing warning has said so
         record.cost_usd = None if unpriced else cost / NANO
         record.unpriced = unpriced
         line["cost_usd"], line["unpriced"] = record.cost_usd, unpriced

@@ -17,6 +17,9 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "demo"]
+# "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
+# "always": every one ends with it (clients that index choices[0] on every chunk break on it).
+StreamUsage = Literal["asked", "always"]
 
 
 class ServerSettings(BaseModel):
@@ -31,6 +34,7 @@ class ServerSettings(BaseModel):
     shutdown_grace_seconds: float = 30.0
     access_log: bool = True
     fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
+    stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (README)
 
 
 class AuthSettings(BaseModel):
@@ -149,6 +153,7 @@ class RouteSettings(BaseModel):
     provider: str
     upstream_model: str | None = None  # default: the name the caller sent
     fallbacks: list[str] = Field(default_factory=list)  # "provider:model" or "provider"
+    stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
 
 
 class StoreSettings(BaseModel):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.errors import GatewayError
-from gateway.events import Event
+from gateway.events import Event, Usage
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 from gateway.sse import SSEFrame
@@ -78,6 +78,13 @@ class StreamDecoder(Protocol):
         """The body ended cleanly. Returns ``[]`` if ``End``/``StreamError`` was already emitted,
         ``[End]`` where EOF is the dialect's terminator (Gemini after a finishReason), else
         ``[StreamError("truncated", ...)]``."""
+
+    def usage_so_far(self) -> Usage | None:
+        """The usage the frames fed so far reported, cumulative (``None``: the upstream stated none).
+
+        Read once when a request ends, however it ends: a cut, an idle timeout, the caller hanging
+        up or an in-stream error before any content then still keeps what the upstream already
+        reported, also where the dialect holds usage back until its end (Gemini, OpenAI chat)."""
 
 
 class StreamEncoder(Protocol):
