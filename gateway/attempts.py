@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from gateway import http_client
 from gateway.demo import demo_events
-from gateway.dialects.base import BuildOptions
+from gateway.carry import CannotCarry, judge, refusal
+from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, Event, StreamError, Usage
@@ -50,6 +51,7 @@ class Opened:
     provider: Provider
     target: Target
     attempts: list[Attempt] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # IR fields the answering upstream was sent without
 
 
 def _retry_after(response: Response) -> float | None:
@@ -88,21 +90,33 @@ async def _first_events(source: EventSource) -> list[Event]:
     return events
 
 
-async def _attempt(
-    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
-) -> tuple[EventSource, list[Event]]:
+def build_call(provider: Provider, target: Target, req: ChatRequest, stream: bool) -> UpstreamCall:
+    """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
-    if settings.dialect == "demo":
-        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
-        return source, await source.next_batch()
     codec = codec_for(settings.dialect)
+    dropped = judge(req, codec.limits, settings.drop_unsupported)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),
         gemini_parameters_json_schema=settings.gemini_parameters_json_schema,
-        stream=req.stream or stream_upstream,
+        stream=stream,
+        sampling_exclusive_models=None if settings.sampling_exclusive_models is None else tuple(settings.sampling_exclusive_models),
+        adaptive_thinking_models=None if settings.adaptive_thinking_models is None else tuple(settings.adaptive_thinking_models),
     )
     call = codec.build_request(req, target.upstream_model, options)
+    call.dropped[:0] = dropped
+    return call
+
+
+async def _attempt(
+    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
+) -> tuple[EventSource, list[Event], list[str]]:
+    settings = provider.settings
+    if settings.dialect == "demo":
+        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
+        return source, await source.next_batch(), []
+    codec = codec_for(settings.dialect)
+    call = build_call(provider, target, req, req.stream or stream_upstream)
     response: Response | None = None
     source = None
     try:
@@ -147,7 +161,7 @@ async def _attempt(
         _keep_usage(attempt, source)  # refused in-stream (say after message_start): its input was counted
         await source.aclose()
         raise GatewayError(leading_error.kind, leading_error.message, leading_error.status, raw=leading_error.raw, origin=settings.dialect)
-    return source, first
+    return source, first, call.dropped
 
 
 def _keep_usage(attempt: Attempt | None, source: EventSource) -> None:
@@ -197,6 +211,7 @@ async def open_upstream(
     meanwhile (the client hung up) still knows what was tried and what it used."""
     attempts = [] if attempts is None else attempts
     last: GatewayError | None = None
+    refused: GatewayError | None = None  # a target that cannot carry the request: nothing was sent to it
     for target in resolved.targets:
         provider = providers[target.provider]
         tries = provider.settings.max_retries + 1
@@ -205,7 +220,11 @@ async def open_upstream(
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
             try:
-                source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+                source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+            except CannotCarry as exc:
+                record.status, record.error = 400, "cannot_carry"
+                refused = refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
+                break  # the next target may speak a dialect that carries it
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
                 last = err
@@ -222,7 +241,10 @@ async def open_upstream(
                     await asyncio.sleep(delay)
                 continue
             record.status, record.ms = 200, (time.perf_counter() - started) * 1000
-            return Opened(source, first, provider, target, attempts)
-    assert last is not None
-    last.attempts = attempts  # type: ignore[attr-defined]
-    raise last
+            return Opened(source, first, provider, target, attempts, dropped)
+    # Only when no target could carry the request is the refusal the answer; a target that was
+    # tried and failed says more (it may answer on a retry).
+    final = last or refused
+    assert final is not None
+    final.attempts = attempts  # type: ignore[attr-defined]
+    raise final

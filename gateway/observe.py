@@ -64,6 +64,7 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     cost_usd: float | None = None  # set by the ledger at finish; None when unpriced
     unpriced: bool = False
@@ -114,6 +115,7 @@ class Metrics:
         self.cost = Counter("gateway_cost_usd", "Spend in USD by named key, provider and upstream model", ["key", "provider", "model"], registry=r)
         self.budget_remaining = Gauge("gateway_budget_remaining_usd", "Budget left in the current period, by named key", ["key"], registry=r)
         self.refusals = Counter("gateway_refusals", "Requests refused by a key's limits, by key and reason", ["key", "reason"], registry=r)
+        self.dropped = Counter("gateway_dropped_settings", "Request settings sent upstream without (gateway/carry.py)", ["provider", "field"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -184,6 +186,8 @@ class Observer:
         ):
             if value:
                 m.tokens.labels(provider, kind).inc(value)
+        for name in record.dropped:
+            m.dropped.labels(provider, name).inc()
         for attempt in record.attempts:
             if attempt.get("error"):
                 m.upstream_errors.labels(attempt["provider"], attempt["error"]).inc()
