@@ -46,6 +46,7 @@ class GatewayState:
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
+    telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
     started: float = field(default_factory=time.time)
     keys_ring: Any = None  # gateway.keys.KeyRing: named keys (config + admin API)
     auth: Any = None  # gateway.auth.Authenticator
@@ -167,6 +168,9 @@ def create_state(settings: Settings) -> GatewayState:
     state.ledger = Ledger(PriceBook(settings.prices, settings.spend.price_database), providers, state.keys_ring, observer.metrics)
     observer.ledger = state.ledger
     state.limiter = Limiter(state)
+    from gateway.telemetry_setup import telemetry_from_settings
+
+    state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
         if provider.dialect != "demo":
@@ -204,6 +208,8 @@ def create_app(settings: Settings) -> Starlette:
                 await provider.close()
             await state.ledger.flush()
             await store.close()
+            if state.telemetry is not None:
+                await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
             state.observer.stop()
 
     app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)

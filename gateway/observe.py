@@ -64,12 +64,14 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    trace_id: str | None = None  # the OpenTelemetry trace (telemetry on): find this request in the tracing backend
     dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     cost_usd: float | None = None  # set by the ledger at finish; None when unpriced
     unpriced: bool = False
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
     hold: Any = None  # what the request holds in the store's limits until settled (gateway/limits.py)
+    response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -202,7 +204,7 @@ class Observer:
             access_log.info(orjson.dumps(line if line is not None else log_line(record)).decode())
 
 
-_LOGGED = tuple(f.name for f in fields(AccessRecord) if f.name not in ("started", "response_started", "hold"))
+_LOGGED = tuple(f.name for f in fields(AccessRecord) if f.name not in ("started", "response_started", "response_done", "hold"))
 
 
 def log_line(record: AccessRecord) -> dict[str, Any]:
