@@ -202,8 +202,7 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             refresher.cancel()
             state.shutting_down = True
-            for task in list(state.stateful.tasks.values()):
-                task.cancel()
+            await state.stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()
             await state.ledger.flush()
