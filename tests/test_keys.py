@@ -363,7 +363,6 @@ def test_a_stored_response_is_counted_once_and_its_reads_not_at_all(keyed: Serve
     assert after["cost_usd"] == pytest.approx(before["cost_usd"] + EXACT["openai-responses--text"], abs=1e-12)
 
 
-@pytest.mark.xfail(reason="a detached generation's usage is not on its AccessRecord yet (the stateful engine's part, issue 16 item 3)", strict=False)
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 def test_a_stored_interaction_is_counted_once(keyed: ServerThread, stream: bool) -> None:
     from tests.test_stateful import interactions
