@@ -38,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
     host = args.host or settings.server.host
     port = args.port or settings.server.port
     workers = args.workers or settings.server.workers
-    keys = settings.auth.resolved_keys()
+    keys = settings.auth.resolved_keys() or [k.name for k in settings.keys]
     if not keys and host not in LOOPBACK:
         if not settings.server.allow_open:
             print(

@@ -48,6 +48,10 @@ class GatewayState:
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
     telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
     started: float = field(default_factory=time.time)
+    keys_ring: Any = None  # gateway.keys.KeyRing: named keys (config + admin API)
+    auth: Any = None  # gateway.auth.Authenticator
+    ledger: Any = None  # gateway.ledger.Ledger: cost and settlement of every request
+    limiter: Any = None  # gateway.limits.Limiter: a named key's limits, before the upstream
 
 
 class DialectEndpoint:
@@ -104,6 +108,12 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     gemini = GeminiEndpoint(relay)
+    admin_key = state.settings.admin.resolved_key()
+    admin_routes = []
+    if admin_key:
+        from gateway.admin import Admin
+
+        admin_routes = Admin(state, admin_key).routes()
     from gateway.count_tokens import CountEndpoint
     from gateway.stored_endpoints import StoredEndpoint
 
@@ -132,6 +142,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *admin_routes,
     ]
     for version in ("v1beta", "v1"):
         routes.append(Route(f"/{version}/models/{{target:path}}", gemini, methods=["POST"]))
@@ -146,6 +157,17 @@ def create_state(settings: Settings) -> GatewayState:
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
+    from gateway.auth import Authenticator
+    from gateway.keys import KeyRing
+    from gateway.ledger import Ledger
+    from gateway.limits import Limiter
+    from gateway.prices import PriceBook
+
+    state.keys_ring = KeyRing(settings.keys)
+    state.auth = Authenticator(state.keys, state.keys_ring)
+    state.ledger = Ledger(PriceBook(settings.prices, settings.spend.price_database), providers, state.keys_ring, observer.metrics)
+    observer.ledger = state.ledger
+    state.limiter = Limiter(state)
     from gateway.telemetry_setup import telemetry_from_settings
 
     state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
@@ -166,14 +188,24 @@ def create_app(settings: Settings) -> Starlette:
             provider.start()
         available()  # import every codec now, not on the first request that needs it
         store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
+        store.requests_kept = settings.spend.requests_kept
+        state.ledger.prices.warm()
         state.stateful = Stateful(state, store)
+        state.ledger.store = state.limiter.store = store
+        try:
+            await state.keys_ring.refresh(store)
+        except Exception:
+            log.exception("could not read the key records from the store; retrying in the background")
+        refresher = asyncio.create_task(_refresh_keys(state, store))
         try:
             yield
         finally:
+            refresher.cancel()
             state.shutting_down = True
             await state.stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()
+            await state.ledger.flush()
             await store.close()
             if state.telemetry is not None:
                 await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
@@ -191,6 +223,22 @@ def create_app(settings: Settings) -> Starlette:
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, method_not_allowed)
     return app
+
+
+async def _refresh_keys(state: GatewayState, store: Any) -> None:
+    """Reload the admin API's key records when they change (revocations hold within a second)."""
+    from gateway.keys import REFRESH_SECONDS
+
+    failing = False
+    while True:
+        await asyncio.sleep(REFRESH_SECONDS)
+        try:
+            await state.keys_ring.refresh(store)
+            failing = False
+        except Exception as exc:
+            if not failing:
+                log.error("cannot read key records from the store (%s); keys stay as last read", type(exc).__name__)
+            failing = True
 
 
 async def end_live_streams(state: GatewayState, grace: float) -> None:
