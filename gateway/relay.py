@@ -18,6 +18,7 @@ from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_ob
 from gateway.attempts import Opened, batches, open_upstream
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
+from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.ir import ChatRequest
@@ -95,6 +96,7 @@ class Relay:
                 check_auth(state.keys, scope, meta.query)
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)
                 obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
+                validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
                 if meta.stream is not None:
