@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import logging
 import secrets
+from urllib.parse import parse_qsl
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
@@ -46,12 +47,33 @@ JSON_ARRAY_STREAM_HEADERS = [  # Gemini streamGenerateContent without alt=sse
 ]
 
 
+CREDENTIAL_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
+
+
 def caller_key(scope: Scope, query: dict[str, str]) -> str | None:
-    """The key the caller presented, in whichever header its dialect uses."""
-    auth = header(scope, b"authorization")
-    if auth and auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return header(scope, b"x-api-key") or header(scope, b"x-goog-api-key") or query.get("key")
+    """The key the caller presented, in whichever header its dialect uses.
+
+    Every place a key can travel is read (each header every time it occurs, and ``?key=``): two
+    different values are a 401, never "the first one wins", so a proxy or client that adds its own
+    credential cannot have it silently preferred or ignored."""
+    found: set[str] = set()
+    for name, value in scope["headers"]:
+        if name in CREDENTIAL_HEADERS:
+            text = value.decode("latin-1").strip()
+            if name == b"authorization":
+                if text[:7].lower() != "bearer ":
+                    continue
+                text = text[7:].strip()
+            if text:
+                found.add(text)
+    raw_query = scope.get("query_string", b"")
+    if b"key=" in raw_query:
+        found.update(v for k, v in parse_qsl(raw_query.decode("latin-1")) if k == "key" and v)
+    elif query.get("key"):
+        found.add(query["key"])
+    if len(found) > 1:
+        raise GatewayError("authentication", "two different API keys in one request: send the gateway key once", 401)
+    return next(iter(found), None)
 
 
 def check_auth(keys: list[str], scope: Scope, query: dict[str, str]) -> None:
