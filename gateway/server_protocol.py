@@ -7,7 +7,7 @@ without a proxy in front, so ``GatewayHttpProtocol`` (a subclass of
 ``uvicorn.protocols.http.httptools_impl.HttpToolsProtocol``, the parser uvicorn already picks, so
 the hot path stays llhttp in C and nothing else changes per byte) adds, from ``[server]``:
 
-* ``request_head_timeout`` (10 s): from the connection's start, or from the first byte of a next
+* ``request_head_timeout`` (10 s): from the connection's start, or from the first read of a next
   request on a kept-alive connection, to the end of the head. Past it the connection is closed,
   with a 408 in a dialect's shape if part of a head had arrived;
 * ``request_body_timeout`` (60 s): from the end of the head to the end of the body. Past it a 408
@@ -25,7 +25,8 @@ the connection closes after that one answer instead of hanging.
 
 Why a subclass and not another server: hypercorn and granian have header timeouts, but uvicorn with
 httptools is what the gateway's numbers in ``bench/`` were measured on, and the bounds cost one timer
-per request phase (``loop.call_later``), nothing per chunk.
+per connection plus one per request phase still unfinished after a read (most requests arrive in
+one read and cost none), nothing per chunk.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._in_head = False  # bytes of a request head have arrived, its end has not
+        self._in_body = False  # the head has arrived, the end of its body has not
 
     # -- timers
     def _arm_head(self) -> None:
@@ -166,10 +168,20 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._cancel()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # Timers are armed only for a request still unfinished when this read is parsed: most
+        # requests arrive whole in one read and cost no timer at all.
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            self._arm_head()
+        if self._in_body and self._body_timer is None and self.limits.body_timeout > 0:
+            self._body_timer = self.loop.call_later(self.limits.body_timeout, self._body_expired)
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
-        self._arm_head()
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -191,10 +203,10 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.app = app
         if substitute is not None and self.cycle is not None:
             self.cycle.keep_alive = False
-        if self.limits.body_timeout > 0:
-            self._body_timer = self.loop.call_later(self.limits.body_timeout, self._body_expired)
+        self._in_body = True
 
     def on_message_complete(self) -> None:
+        self._in_body = False
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None

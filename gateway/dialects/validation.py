@@ -21,8 +21,9 @@ in a few microseconds (``bench/README.md``).
 from __future__ import annotations
 
 import importlib
+import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,15 +75,29 @@ def any_key(path: str, *keys: str) -> Rule:
     return Rule("any_key", path, values=keys)
 
 
+Steps = tuple[tuple[str, ...], ...]  # each step: the key's spellings, or ("[]",) for every element
+LIST = ("[]",)
+Compiled = tuple[Rule, tuple[str, ...], Callable[[dict[str, Any]], bool]]
+
+
+@dataclass(slots=True)
+class _Node:
+    """One place in the body's shape: the rules about the object there, and the places below it."""
+
+    rules: list[Compiled] = field(default_factory=list)
+    children: dict[tuple[str, ...], _Node] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A dialect's rules and wording, compiled once."""
+    """A dialect's rules and wording, compiled once into a tree of paths, so the body is walked once
+    and one pass over ``messages[]`` serves every rule about a message."""
 
     rules: tuple[Rule, ...]
     wording: dict[str, str]
     checks: tuple[CheckFn, ...] = ()
     snake_aliases: bool = False
-    compiled: list[tuple[Rule, tuple[tuple[str, ...], ...], tuple[str, ...]]] = field(default_factory=list, compare=False)
+    root: _Node = field(default_factory=_Node, compare=False)
 
     def __post_init__(self) -> None:
         for rule in self.rules:
@@ -90,68 +105,108 @@ class Table:
             for segment in rule.path.split("."):
                 name, brackets = segment.rstrip("[]"), segment.count("[]")
                 steps.append((name, _snake(name)) if self.snake_aliases and _snake(name) != name else (name,))
-                steps.extend([("[]",)] * brackets)
-            if rule.kind == "any_key":  # the objects at the path themselves must hold one of the keys
-                self.compiled.append((rule, tuple(steps), ()))
-            else:
-                self.compiled.append((rule, tuple(steps[:-1]), steps[-1]))
+                steps.extend([LIST] * brackets)
+            # any_key: the objects at the path themselves must hold one of the keys
+            parent, last = (steps, ()) if rule.kind == "any_key" else (steps[:-1], steps[-1])
+            node = self.root
+            for step in parent:
+                node = node.children.setdefault(step, _Node())
+            node.rules.append((rule, last, _predicate(rule, last)))
 
 
-def _get(node: dict[str, Any], names: tuple[str, ...]) -> tuple[str, Any] | None:
-    for name in names:
-        if name in node:
-            return name, node[name]
-    return None
+def _lookup(names: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+    if len(names) == 1:
+        key = names[0]
+        return lambda node: node.get(key)
+    camel, snake = names
+    return lambda node: node[camel] if camel in node else node.get(snake)
 
 
-def _parents(node: Any, steps: tuple[tuple[str, ...], ...], path: str) -> Iterator[tuple[dict[str, Any], str]]:
-    """Every object the rule's last step applies to, with its concrete path (``messages[2]``)."""
-    if not steps:
-        if isinstance(node, dict):
-            yield node, path
-        return
-    step, rest = steps[0], steps[1:]
-    if step == ("[]",):
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                yield from _parents(item, rest, f"{path}[{i}]")
-        return
-    if isinstance(node, dict):
-        hit = _get(node, step)
-        if hit is not None:
-            yield from _parents(hit[1], rest, f"{path}.{hit[0]}" if path else hit[0])
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _violation(rule: Rule, parent: dict[str, Any], last: tuple[str, ...], path: str) -> dict[str, Any] | None:
-    """What is wrong at this place, as format fields for the wording, or None."""
+def _predicate(rule: Rule, last: tuple[str, ...]) -> Callable[[dict[str, Any]], bool]:
+    """A fast test that is True when ``rule`` is broken at an object (details are built only then)."""
     if rule.kind == "any_key":
-        return None if any(k in parent for k in rule.values) else {"path": path, "keys": ", ".join(rule.values)}
-    hit = _get(parent, last)
-    name = hit[0] if hit else last[0]
-    here = f"{path}.{name}" if path else name
+        keys = frozenset(rule.values)
+        return lambda node: keys.isdisjoint(node)
+    get = _lookup(last)
     if rule.kind == "required":
-        if (hit is None or hit[1] is None) and (rule.when is None or rule.when(parent)):
-            return {"path": here}
-        return None
-    if hit is None:
-        return None
-    value = hit[1]
-    if rule.kind == "range" and _number(value):
-        bound = "min" if rule.lo is not None and value < rule.lo else "max" if rule.hi is not None and value > rule.hi else None
-        if bound is not None:
-            num = "integer" if isinstance(value, int) else "decimal"
-            return {"path": here, "value": value, "lo": _fmt(rule.lo), "hi": _fmt(rule.hi), "bound": bound, "num": num}
-    elif rule.kind == "min_items" and isinstance(value, list) and len(value) < (rule.lo or 0):
-        return {"path": here, "n": int(rule.lo or 0)}
-    elif rule.kind == "non_empty" and isinstance(value, str) and not value:
-        return {"path": here}
-    elif rule.kind == "one_of" and isinstance(value, str) and value not in rule.values:
-        return {"path": here, "value": value, "values": ", ".join(repr(v) for v in rule.values)}
-    return None
+        when = rule.when
+        return lambda node: get(node) is None and (when is None or when(node))
+    if rule.kind == "range":
+        lo = -math.inf if rule.lo is None else rule.lo
+        hi = math.inf if rule.hi is None else rule.hi
+
+        def out_of_range(node: dict[str, Any]) -> bool:
+            value = get(node)
+            return type(value) in (int, float) and not lo <= value <= hi
+
+        return out_of_range
+    if rule.kind == "min_items":
+        n = int(rule.lo or 0)
+        return lambda node: type(v := get(node)) is list and len(v) < n
+    if rule.kind == "non_empty":
+        return lambda node: get(node) == ""
+    if rule.kind == "one_of":
+        values = frozenset(rule.values)
+        return lambda node: type(v := get(node)) is str and v not in values
+    raise ValueError(f"unknown rule kind {rule.kind!r}")
+
+
+class _Broken(Exception):
+    def __init__(self, rule: Rule, node: dict[str, Any], last: tuple[str, ...], path: Any) -> None:
+        self.rule, self.node, self.last, self.path = rule, node, last, path
+
+
+def _visit(value: Any, node: _Node, path: Any) -> None:
+    """Check ``value`` against the rules at ``node``, then walk on. ``path`` is a chain of
+    ``(parent_path, key)`` pairs, flattened only when a rule is broken."""
+    if node.rules and type(value) is dict:
+        for rule, last, broken in node.rules:
+            if broken(value):
+                raise _Broken(rule, value, last, path)
+    for step, child in node.children.items():
+        if step is LIST or step == LIST:
+            if type(value) is list:
+                for i, item in enumerate(value):
+                    _visit(item, child, (path, i))
+        elif type(value) is dict:
+            for name in step:
+                if name in value:
+                    _visit(value[name], child, (path, name))
+                    break
+
+
+def _flatten(chain: Any) -> tuple[Any, ...]:
+    parts: list[Any] = []
+    while chain:
+        chain, key = chain
+        parts.append(key)
+    return tuple(reversed(parts))
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def _details(rule: Rule, node: dict[str, Any], last: tuple[str, ...], path: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
+    """The wording key and its format fields for a broken rule."""
+    if rule.kind == "any_key":
+        return "any_key", {"path": _path_text(path), "keys": ", ".join(rule.values)}
+    name = next((n for n in last if n in node), last[0])
+    here = _path_text((*path, name))
+    value = node.get(name)
+    fields: dict[str, Any] = {"path": here, "value": value}
+    if rule.kind == "range":
+        bound = "min" if rule.lo is not None and value < rule.lo else "max"
+        fields.update(lo=_fmt(rule.lo), hi=_fmt(rule.hi), num="integer" if isinstance(value, int) else "decimal")
+        return f"range_{bound}", fields
+    if rule.kind == "min_items":
+        fields["n"] = int(rule.lo or 0)
+    elif rule.kind == "one_of":
+        fields["values"] = ", ".join(repr(v) for v in rule.values)
+    return rule.kind, fields
 
 
 def _fmt(bound: float | None) -> str:
@@ -161,13 +216,12 @@ def _fmt(bound: float | None) -> str:
 
 
 def check(table: Table, body: dict[str, Any], meta: RequestMeta) -> None:
-    """Raise the 400 for the first rule the body breaks (rules run in table order)."""
-    for rule, steps, last in table.compiled:
-        for parent, path in _parents(body, steps, ""):
-            found = _violation(rule, parent, last, path)
-            if found is not None:
-                key = f"{rule.kind}_{found['bound']}" if rule.kind == "range" else rule.kind
-                raise invalid(table.wording[key].format(**found), param=found["path"])
+    """Raise the 400 for the first broken rule (a parent's rules before its children's)."""
+    try:
+        _visit(body, table.root, ())
+    except _Broken as broken:
+        key, fields = _details(broken.rule, broken.node, broken.last, _flatten(broken.path))
+        raise invalid(table.wording[key].format(**fields), param=fields["path"]) from None
     for fn in table.checks:
         problem = fn(body, meta)
         if problem is not None:
