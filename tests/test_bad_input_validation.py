@@ -52,6 +52,9 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     # anthropic: roles, tools
     ("anthropic", {"messages": [{"role": "developer", "content": "hi"}]}, "messages[0].role"),
     ("anthropic", {"messages": [{"role": "tool", "content": "hi"}]}, "messages[0].role"),
+    ("anthropic", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content[0].type"),
+    ("anthropic", {"messages": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]}, "messages[0].content[0].type"),
+    ("anthropic", {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}, "messages[0].content[0].type"),
     ("anthropic", {"tools": [{**TOOL_A, "name": ""}]}, "tools[0].name"),
     ("anthropic", {"tools": [TOOL_A], "tool_choice": {"type": "tool", "name": "nope"}}, "tool_choice.name"),
     ("anthropic", {"tool_choice": {"type": "tool", "name": "get_weather"}}, "tool_choice"),

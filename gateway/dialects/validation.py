@@ -48,6 +48,7 @@ class Rule:
     hi: float | None = None
     values: tuple[str, ...] = ()  # one_of: the allowed values; any_key: the keys of which one is needed
     when: Callable[[dict[str, Any]], bool] | None = None  # required: only for parents where this holds
+    message: str | None = None  # this rule's own wording, instead of the table's for its kind
     tokens: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -67,8 +68,8 @@ def non_empty(path: str) -> Rule:
     return Rule("non_empty", path)
 
 
-def one_of(path: str, *values: str) -> Rule:
-    return Rule("one_of", path, values=values)
+def one_of(path: str, *values: str, message: str | None = None) -> Rule:
+    return Rule("one_of", path, values=values, message=message)
 
 
 def any_key(path: str, *keys: str) -> Rule:
@@ -221,7 +222,7 @@ def check(table: Table, body: dict[str, Any], meta: RequestMeta) -> None:
         _visit(body, table.root, ())
     except _Broken as broken:
         key, fields = _details(broken.rule, broken.node, broken.last, _flatten(broken.path))
-        raise invalid(table.wording[key].format(**fields), param=fields["path"]) from None
+        raise invalid((broken.rule.message or table.wording[key]).format(**fields), param=fields["path"]) from None
     for fn in table.checks:
         problem = fn(body, meta)
         if problem is not None:
