@@ -14,6 +14,8 @@ the hot path stays llhttp in C and nothing else changes per byte) adds, from ``[
   in the caller's dialect if no response has started, and the connection is closed; the endpoint
   reading the body sees a disconnect;
 * ``keep_alive_timeout`` (5 s): an idle kept-alive connection is closed (uvicorn's own timer);
+* ``max_head_bytes`` (64 KiB): a longer head (request line and headers) is a 431 and the connection
+  closed; llhttp has no limit of its own, so a head would otherwise grow in memory until its timeout;
 * ``max_connections`` (10,000 per process; 0 = no cap): a request on a connection beyond it is
   answered 503 in the caller's dialect with ``Retry-After`` and the connection closed (uvicorn's
   ``limit_concurrency`` answers plain text, which no SDK reads).
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from gateway.edge import error_response, guess_dialect
@@ -49,6 +51,7 @@ class Limits:
     body_timeout: float = 60.0
     keep_alive_timeout: float = 5.0
     max_connections: int = 10_000
+    max_head_bytes: int = 65_536
 
 
 def limits_of(config: Config) -> Limits:
@@ -63,18 +66,18 @@ def limits_of(config: Config) -> Limits:
         app = getattr(app, "app", None)
     limits = Limits()
     if server is not None:
-        limits = Limits(server.request_head_timeout, server.request_body_timeout, server.keep_alive_timeout, server.max_connections)
+        limits = Limits(
+            server.request_head_timeout, server.request_body_timeout, server.keep_alive_timeout, server.max_connections, server.max_head_bytes
+        )
     config._gateway_limits = limits  # type: ignore[attr-defined]
     return limits
 
 
-def error_bytes(dialect: str, err: GatewayError, extra: list[tuple[bytes, bytes]] = ()) -> bytes:  # type: ignore[assignment]
-    """A whole HTTP/1.1 response that closes the connection: ``err`` in ``dialect``'s shape."""
-    from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-
+def error_bytes(dialect: str, err: GatewayError) -> bytes:
+    """A whole HTTP/1.1 response that closes the connection: ``err`` in ``dialect``'s shape (written
+    straight to the transport, where no ASGI cycle can answer any more)."""
     status, payload = error_response(dialect, err)
     head = [STATUS_LINE[status], b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(payload), b"connection: close\r\n"]
-    head += [name + b": " + value + b"\r\n" for name, value in extra]
     return b"".join(head) + b"\r\n" + payload
 
 
@@ -123,6 +126,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._body_timer: asyncio.TimerHandle | None = None
         self._in_head = False  # bytes of a request head have arrived, its end has not
         self._in_body = False  # the head has arrived, the end of its body has not
+        self._head_bytes = 0  # read while a head was unfinished (llhttp itself has no size limit)
 
     # -- timers
     def _arm_head(self) -> None:
@@ -169,6 +173,14 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > self.limits.max_head_bytes > 0:
+                path = self.url.split(b"?", 1)[0].decode("latin-1", "replace")
+                err = GatewayError("request_too_large", f"the request head is larger than {self.limits.max_head_bytes} bytes", 431)
+                self.transport.write(error_bytes(guess_dialect(path, self.headers or []), err))
+                self.transport.close()
+                return
         super().data_received(data)
         # Timers are armed only for a request still unfinished when this read is parsed: most
         # requests arrive whole in one read and cost no timer at all.
@@ -184,7 +196,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._in_head = True
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
+        self._in_head, self._head_bytes = False, 0
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None

@@ -20,7 +20,6 @@ from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.conftest import gateway_config
 from tests.support.fake_upstream import ServerThread
-from tests.test_bad_input import assert_shape
 from tests.test_bad_input_validation import BASE, check_shape
 
 DIALECTS = list(BASE)

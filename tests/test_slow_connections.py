@@ -171,3 +171,34 @@ def test_beyond_max_connections_a_request_gets_a_503_in_its_dialect(fake: Any) -
     assert chat.json()["error"]["code"] == "service_unavailable"
     assert gemini.json()["error"]["status"] == "UNAVAILABLE"
     assert served.status_code == 200, served.text
+
+
+def test_a_head_larger_than_max_head_bytes_is_431_and_closed(slow_gateway: Any) -> None:
+    async def main() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", slow_gateway.port)
+
+        async def flood() -> None:  # 200 × 4 KiB of one header value, well within the head timeout
+            try:
+                writer.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-filler: ")
+                for _ in range(200):
+                    writer.write(b"a" * 4096)
+                    await writer.drain()
+                    await asyncio.sleep(0.001)
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+
+        sender = asyncio.ensure_future(flood())
+        received = b""
+        try:
+            while chunk := await asyncio.wait_for(reader.read(65536), 5):
+                received += chunk
+        except ConnectionResetError:
+            pass
+        sender.cancel()
+        writer.close()
+        return received
+
+    answer = asyncio.run(main())
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    payload = orjson.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert payload["type"] == "error" and payload["error"]["type"] == "request_too_large"
