@@ -43,8 +43,8 @@ def slow_gateway(fake: Any) -> Iterator[ServerThread]:
 
 async def hostile(port: int, kind: str) -> tuple[str, float, bytes]:
     """Open one connection that never finishes its request; return how long until the gateway closed it."""
+    started = time.monotonic()  # before connecting: the server's clock starts at its accept, not later
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    started = time.monotonic()
 
     async def drip() -> None:
         if kind == "half-head":
