@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 from gateway import http_client
 from gateway.demo import demo_events
-from gateway.dialects.base import BuildOptions
+from gateway.carry import CannotCarry, judge, refusal
+from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
-from gateway.events import BlockStart, End, Event, StreamError
+from gateway.events import BlockStart, End, Event, StreamError, Usage
 from gateway.http_client import Response
 from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
@@ -40,6 +41,7 @@ class Attempt:
     status: int | None = None
     error: str | None = None
     ms: float = 0.0
+    usage: Usage | None = None  # what a failed attempt's upstream had reported before it failed
 
 
 @dataclass(slots=True)
@@ -49,6 +51,7 @@ class Opened:
     provider: Provider
     target: Target
     attempts: list[Attempt] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # IR fields the answering upstream was sent without
 
 
 def _retry_after(response: Response) -> float | None:
@@ -87,19 +90,33 @@ async def _first_events(source: EventSource) -> list[Event]:
     return events
 
 
-async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False) -> tuple[EventSource, list[Event]]:
+def build_call(provider: Provider, target: Target, req: ChatRequest, stream: bool) -> UpstreamCall:
+    """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
-    if settings.dialect == "demo":
-        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
-        return source, await source.next_batch()
     codec = codec_for(settings.dialect)
+    dropped = judge(req, codec.limits, settings.drop_unsupported)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),
         gemini_parameters_json_schema=settings.gemini_parameters_json_schema,
-        stream=req.stream or stream_upstream,
+        stream=stream,
+        sampling_exclusive_models=None if settings.sampling_exclusive_models is None else tuple(settings.sampling_exclusive_models),
+        adaptive_thinking_models=None if settings.adaptive_thinking_models is None else tuple(settings.adaptive_thinking_models),
     )
     call = codec.build_request(req, target.upstream_model, options)
+    call.dropped[:0] = dropped
+    return call
+
+
+async def _attempt(
+    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
+) -> tuple[EventSource, list[Event], list[str]]:
+    settings = provider.settings
+    if settings.dialect == "demo":
+        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
+        return source, await source.next_batch(), []
+    codec = codec_for(settings.dialect)
+    call = build_call(provider, target, req, req.stream or stream_upstream)
     response: Response | None = None
     source = None
     try:
@@ -127,21 +144,29 @@ async def _attempt(provider: Provider, target: Target, req: ChatRequest, passthr
             first = await _first_events(source)
     except TimeoutError:
         if source is not None:
+            _keep_usage(attempt, source)
             await source.aclose()
         elif response is not None:
             await provider.close_response(response)
         raise GatewayError("timeout", f"upstream {provider.name} sent no first byte within {settings.first_byte_timeout:g}s", 504) from None
     except BaseException:
         if source is not None:
+            _keep_usage(attempt, source)
             await source.aclose()
         elif response is not None:
             await provider.close_response(response)
         raise
     leading_error = next((e for e in first if isinstance(e, StreamError)), None)
     if leading_error is not None and not any(isinstance(e, BlockStart) for e in first):
+        _keep_usage(attempt, source)  # refused in-stream (say after message_start): its input was counted
         await source.aclose()
         raise GatewayError(leading_error.kind, leading_error.message, leading_error.status, raw=leading_error.raw, origin=settings.dialect)
-    return source, first
+    return source, first, call.dropped
+
+
+def _keep_usage(attempt: Attempt | None, source: EventSource) -> None:
+    if attempt is not None:
+        attempt.usage = source.usage_so_far()
 
 
 async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
@@ -170,14 +195,23 @@ async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
 
 
 async def open_upstream(
-    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None = None, *, stream_upstream: bool = False
+    providers: dict[str, Provider],
+    req: ChatRequest,
+    resolved: Resolved,
+    passthrough_dialect: str | None = None,
+    *,
+    stream_upstream: bool = False,
+    attempts: list[Attempt] | None = None,
 ) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
     of that dialect (the caller's, when streaming) for the same-dialect fast path. The upstream is
     asked for a stream when the caller streams (or ``stream_upstream``: detached runs log events
-    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``."""
-    attempts: list[Attempt] = []
+    as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``.
+    ``attempts``: the list each attempt is appended to as it starts, so a caller that is cancelled
+    meanwhile (the client hung up) still knows what was tried and what it used."""
+    attempts = [] if attempts is None else attempts
     last: GatewayError | None = None
+    refused: GatewayError | None = None  # a target that cannot carry the request: nothing was sent to it
     for target in resolved.targets:
         provider = providers[target.provider]
         tries = provider.settings.max_retries + 1
@@ -186,7 +220,11 @@ async def open_upstream(
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
             try:
-                source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream)
+                source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+            except CannotCarry as exc:
+                record.status, record.error = 400, "cannot_carry"
+                refused = refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
+                break  # the next target may speak a dialect that carries it
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
                 last = err
@@ -203,7 +241,10 @@ async def open_upstream(
                     await asyncio.sleep(delay)
                 continue
             record.status, record.ms = 200, (time.perf_counter() - started) * 1000
-            return Opened(source, first, provider, target, attempts)
-    assert last is not None
-    last.attempts = attempts  # type: ignore[attr-defined]
-    raise last
+            return Opened(source, first, provider, target, attempts, dropped)
+    # Only when no target could carry the request is the refusal the answer; a target that was
+    # tried and failed says more (it may answer on a retry).
+    final = last or refused
+    assert final is not None
+    final.attempts = attempts  # type: ignore[attr-defined]
+    raise final

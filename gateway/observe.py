@@ -2,6 +2,13 @@
 
 The relay fills an ``AccessRecord`` as the request goes; ``finish`` turns it into one JSON log line
 (handed to a background thread by a ``QueueHandler``) and metric updates.
+
+Usage is what the upstream reported, however the request ended: the relay merges every ``Usage``
+event and, at the end, what the upstream's decoder had read (``EventSource.usage_so_far``), so a
+cut, a timeout, a hang-up or an in-stream refusal keeps the counts that had arrived. ``None`` means
+"not reported", never 0; a request that an upstream answered without any usage is marked
+``usage_missing: true`` and logged as a warning naming the provider, so it is not a silent gap in
+the token counters.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import queue
+import secrets
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,7 +25,18 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gateway.asgi import Scope, header
+from gateway.events import Usage
+
 access_log = logging.getLogger("gateway.access")
+log = logging.getLogger("gateway.observe")
+
+
+def request_id_for(scope: Scope) -> str:
+    """The id a request is known by: the caller's ``x-request-id`` when it sent one, else a new
+    one. Sent back as the ``x-request-id`` response header before any byte of the body (so every
+    stream carries it from its first event) and written in the access log line."""
+    return header(scope, b"x-request-id") or "req_" + secrets.token_hex(12)
 
 
 @dataclass(slots=True)
@@ -44,11 +63,29 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
+    usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
             self.ttfb_ms = round((time.perf_counter() - self.started) * 1000, 2)
+
+    def add_usage(self, usage: Usage | None) -> None:
+        """Merge cumulative usage: each field the upstream stated replaces the earlier value; a field
+        it did not state (``None``) keeps what an earlier report said. Never summed."""
+        if usage is None:
+            return
+        if usage.input is not None:
+            self.input_tokens = usage.input
+        if usage.output is not None:
+            self.output_tokens = usage.output
+        if usage.cache_read is not None:
+            self.cache_read_tokens = usage.cache_read
+        if usage.cache_write is not None:
+            self.cache_write_tokens = usage.cache_write
+        if usage.reasoning is not None:
+            self.reasoning_tokens = usage.reasoning
 
 
 class Metrics:
@@ -71,9 +108,13 @@ class Metrics:
         self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures by provider and kind", ["provider", "kind"], registry=r)
         self.retries = Counter("gateway_retries", "Upstream attempts beyond the first", ["provider"], registry=r)
         self.fallbacks = Counter("gateway_fallbacks", "Requests answered by a fallback provider", ["provider"], registry=r)
+        self.dropped = Counter("gateway_dropped_settings", "Request settings sent upstream without (gateway/carry.py)", ["provider", "field"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+USAGE_WARNING_SECONDS = 60.0
 
 
 class Observer:
@@ -83,6 +124,7 @@ class Observer:
         self.metrics = Metrics()
         self.enabled = enabled
         self._listener: logging.handlers.QueueListener | None = None
+        self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
         if enabled and not access_log.handlers:
             q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
             stream = logging.StreamHandler(sys.stdout)
@@ -93,6 +135,20 @@ class Observer:
             access_log.setLevel(logging.INFO)
             access_log.propagate = False
 
+    def _warn_usage_missing(self, record: AccessRecord) -> None:
+        """A warning naming the provider; at most one per provider every ``USAGE_WARNING_SECONDS``
+        (an upstream that never reports usage would otherwise write one per request), saying how
+        many requests went without since the last one. Every log line has ``usage_missing``."""
+        provider = record.provider or ""
+        now = time.monotonic()
+        last, since = self._usage_warned.get(provider, (-USAGE_WARNING_SECONDS, 0))
+        if now - last < USAGE_WARNING_SECONDS:
+            self._usage_warned[provider] = (last, since + 1)
+            return
+        self._usage_warned[provider] = (now, 0)
+        more = f"; {since} more without usage since the last warning" if since else ""
+        log.warning("provider %s reported no token usage for request %s (%s)%s", provider, record.request_id, record.error_kind or "completed", more)
+
     def stop(self) -> None:
         if self._listener is not None:
             self._listener.stop()
@@ -102,6 +158,9 @@ class Observer:
         record.duration_ms = round((time.perf_counter() - record.started) * 1000, 2)
         m = self.metrics
         provider = record.provider or ""
+        if record.provider is not None and record.input_tokens is None and record.output_tokens is None:
+            record.usage_missing = True
+            self._warn_usage_missing(record)
         m.requests.labels(record.dialect, provider, str(record.status)).inc()
         m.duration.labels(record.dialect, provider).observe(record.duration_ms / 1000)
         if record.ttfb_ms is not None:
@@ -115,6 +174,8 @@ class Observer:
         ):
             if value:
                 m.tokens.labels(provider, kind).inc(value)
+        for name in record.dropped:
+            m.dropped.labels(provider, name).inc()
         for attempt in record.attempts:
             if attempt.get("error"):
                 m.upstream_errors.labels(attempt["provider"], attempt["error"]).inc()

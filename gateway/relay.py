@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import secrets
 from urllib.parse import parse_qsl
 from typing import TYPE_CHECKING, Any
 
-from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
-from gateway.attempts import Opened, batches, open_upstream
+from gateway.asgi import ClientGone, Receive, Scope, Send, parse_json_object, read_body, run_until_disconnect, send_json
+from gateway.attempts import Attempt, Opened, batches, open_upstream
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.ir import ChatRequest
-from gateway.observe import AccessRecord
+from gateway.observe import AccessRecord, request_id_for
 from gateway.passthrough import FramePassthrough
 from gateway.reply import ReplyBuilder
 from gateway.source import HttpEventSource
@@ -95,8 +94,7 @@ _TRACKED = (Usage, End, StreamError)  # the events the access log reads while st
 
 def _note_usage(record: AccessRecord, event: Event) -> None:
     if isinstance(event, Usage):
-        record.input_tokens, record.output_tokens = event.input, event.output
-        record.cache_read_tokens, record.cache_write_tokens, record.reasoning_tokens = event.cache_read, event.cache_write, event.reasoning
+        record.add_usage(event)
     elif isinstance(event, End):
         record.stop_reason, record.raw_stop_reason = event.reason, event.raw_reason
     elif isinstance(event, StreamError):
@@ -109,7 +107,7 @@ class Relay:
 
     async def serve(self, dialect: str, scope: Scope, receive: Receive, send: Send, meta: RequestMeta) -> None:
         state = self.state
-        request_id = header(scope, b"x-request-id") or "req_" + secrets.token_hex(12)
+        request_id = request_id_for(scope)
         extra_headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, dialect, scope["path"])
         codec = codec_for(dialect)
@@ -125,6 +123,8 @@ class Relay:
                     req.stream = meta.stream
                 self._check_limits(req)
                 resolved = state.router.resolve(req.model)
+                if req.stream and not req.include_usage and (resolved.stream_usage or state.settings.server.stream_usage) == "always":
+                    req.include_usage = True  # stream_usage = "always": the stream ends with its usage (OpenAI chat)
                 persist: Persist | None = None
                 stateful = state.stateful
                 if stateful is not None and stateful.handles(dialect):
@@ -177,13 +177,15 @@ class Relay:
         dialect = codec.name
         if dialect == "openai-responses" and req.store is False:
             raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
+        attempts: list[Attempt] = []
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True)  # errors: HTTP status, nothing stored
-        except GatewayError as err:
-            record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts)  # errors: HTTP status, nothing stored
+        except BaseException:
+            self._note_failed_attempts(record, attempts)
             raise
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
+        headers = _note_dropped(record, opened, headers)
         record.first_byte()
         sid = await stateful.start_detached(dialect, codec, req, opened, turn)
         if req.stream:
@@ -198,15 +200,20 @@ class Relay:
         await send_json(send, 200, obj, headers)
 
     async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None) -> None:
+        attempts: list[Attempt] = []
         try:
             fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
-            opened = await open_upstream(self.state.providers, req, resolved, fast)
+            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts)
         except GatewayError as err:
-            record.attempts = [_attempt_dict(a) for a in getattr(err, "attempts", [])]
+            self._note_failed_attempts(record, attempts)
             await self._send_error(codec, err, send, record, headers)
             return
+        except BaseException:  # the caller hung up while the upstream was being opened
+            self._note_failed_attempts(record, attempts)
+            raise
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
+        headers = _note_dropped(record, opened, headers)
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
         if persist is not None:
             ctx.response_id = new_stored_id(codec.name)
@@ -216,7 +223,22 @@ class Relay:
             else:
                 await self._whole(codec, ctx, opened, send, record, headers, persist)
         finally:
+            # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
+            # upstream had reported so far, including usage a dialect holds back until its end.
+            record.add_usage(opened.source.usage_so_far())
             await opened.source.aclose()
+
+    def _note_failed_attempts(self, record: AccessRecord, attempts: list[Attempt]) -> None:
+        """No attempt answered: log each one, and keep the usage of the last that reported any
+        (an upstream that accepted the call and then refused it in-stream, or was cut before any
+        content), naming that upstream so the tokens are attributed where they were spent."""
+        record.attempts = [_attempt_dict(a) for a in attempts]
+        spent = next((a for a in reversed(attempts) if a.usage is not None), None)
+        if spent is not None:
+            record.add_usage(spent.usage)
+            provider = self.state.providers.get(spent.provider)
+            record.provider, record.upstream_model = spent.provider, spent.upstream_model
+            record.upstream_dialect = provider.dialect if provider is not None else None
 
     async def _stream(
         self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
@@ -333,5 +355,17 @@ class Persist:
             await self.stateful.persist(self.dialect, self.codec, ctx, reply, self.turn)
 
 
-def _attempt_dict(attempt: Any) -> dict[str, Any]:
-    return {"provider": attempt.provider, "upstream_model": attempt.upstream_model, "status": attempt.status, "error": attempt.error, "ms": round(attempt.ms, 2)}
+def _note_dropped(record: AccessRecord, opened: Opened, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Settings the upstream was sent without (gateway/carry.py): in the log line and a response header."""
+    if not opened.dropped:
+        return headers
+    record.dropped = list(opened.dropped)
+    return [*headers, (b"x-gateway-dropped", ", ".join(opened.dropped).encode())]
+
+
+def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
+    line = {"provider": attempt.provider, "upstream_model": attempt.upstream_model, "status": attempt.status, "error": attempt.error, "ms": round(attempt.ms, 2)}
+    u = attempt.usage
+    if u is not None:  # a failed attempt whose upstream had already reported usage
+        line["usage"] = {"input_tokens": u.input, "output_tokens": u.output, "cache_read_tokens": u.cache_read, "cache_write_tokens": u.cache_write, "reasoning_tokens": u.reasoning}
+    return line

@@ -23,6 +23,7 @@ class Target:
 class Resolved:
     route: str  # the route that matched (its model pattern), or "provider/model"
     targets: tuple[Target, ...]  # first is the primary, the rest are fallbacks in order
+    stream_usage: str | None = None  # the route's stream_usage; None: the [server] setting
 
 
 class Router:
@@ -53,7 +54,7 @@ class Router:
         if route is not None:
             primary = Target(route.provider, route.upstream_model or model)
             fallbacks = tuple(self._fallback(f, model) for f in route.fallbacks)
-            return Resolved(route.model, (primary, *fallbacks))
+            return Resolved(route.model, (primary, *fallbacks), route.stream_usage)
         provider, sep, upstream = model.partition("/")
         if sep and provider in self._providers and upstream:
             return Resolved(model, (Target(provider, upstream),))

@@ -17,6 +17,9 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "demo"]
+# "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
+# "always": every one ends with it (clients that index choices[0] on every chunk break on it).
+StreamUsage = Literal["asked", "always"]
 
 
 class ServerSettings(BaseModel):
@@ -31,6 +34,7 @@ class ServerSettings(BaseModel):
     shutdown_grace_seconds: float = 30.0
     access_log: bool = True
     fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
+    stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (README)
     # Hostile connections (gateway/server_protocol.py): 0 turns a bound off (keep_alive_timeout 0: no keep-alive).
     request_head_timeout: float = 10.0  # a request head must arrive within this, else the connection is closed (408)
     request_body_timeout: float = 60.0  # the body must arrive within this after the head (408)
@@ -70,6 +74,25 @@ class ProviderSettings(BaseModel):
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
+    # Request settings this provider's dialect cannot carry that may be dropped instead of refused
+    # with a 400 (gateway/carry.py; the table is in README "What each upstream cannot carry").
+    drop_unsupported: list[str] = Field(default_factory=list)
+    # Anthropic: upstream-model globs that refuse temperature together with top_p (top_p is then
+    # dropped and reported); None = the built-in list of such Claude models, [] = always send both.
+    sampling_exclusive_models: list[str] | None = None
+    # Anthropic: upstream-model globs asked for thinking as {type: adaptive} + output_config.effort
+    # instead of {type: enabled, budget_tokens}; None = the built-in list (Claude 4.6 and later).
+    adaptive_thinking_models: list[str] | None = None
+
+    @field_validator("drop_unsupported")
+    @classmethod
+    def _known_fields(cls, value: list[str]) -> list[str]:
+        from gateway.carry import USES
+
+        unknown = [v for v in value if v not in USES]
+        if unknown:
+            raise ValueError(f"drop_unsupported: unknown field(s) {unknown}; known: {sorted(USES)}")
+        return value
 
     @field_validator("proxy")
     @classmethod
@@ -102,6 +125,7 @@ class RouteSettings(BaseModel):
     provider: str
     upstream_model: str | None = None  # default: the name the caller sent
     fallbacks: list[str] = Field(default_factory=list)  # "provider:model" or "provider"
+    stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
 
 
 class StoreSettings(BaseModel):

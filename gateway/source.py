@@ -23,6 +23,7 @@ from gateway.events import (
     TextDelta,
     ThinkingDelta,
     ToolArgsDelta,
+    Usage,
 )
 from gateway.http_client import Response
 from gateway.sse import SSEDecoder, SSEFrame
@@ -47,6 +48,11 @@ class EventSource(abc.ABC):
         read waits for the next call), so the caller's first token does not wait for a burst."""
 
     async def aclose(self) -> None:
+        return None
+
+    def usage_so_far(self) -> Usage | None:
+        """What the upstream reported about usage so far, whether or not it was emitted as a
+        ``Usage`` event yet (``None``: nothing). The relay reads it once, when the request ends."""
         return None
 
 
@@ -136,6 +142,9 @@ class HttpEventSource(EventSource):
                 if isinstance(events[-1], (End, StreamError)):
                     self.done = True
                 return events
+
+    def usage_so_far(self) -> Usage | None:
+        return self._decoder.usage_so_far()
 
     def _ended(self) -> bool:
         """Whether the decoder already saw the dialect's end (then EOF is simply the end)."""

@@ -6,6 +6,10 @@
 * ``GET /v1/responses/{id}``: the stored response; ``?stream=true&starting_after=N`` resumes a
   background response's stream after sequence number ``N``.
 * ``POST …/{id}/cancel`` stops a running generation; ``DELETE …/{id}`` removes it and its events.
+
+Each answer carries the request's ``x-request-id`` (a resumed stream in its response headers,
+before its first event) and each request has its access-log line; a resume or a replay carries no
+usage of its own: the generation's usage belongs to the request that started it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from gateway.asgi import Receive, Scope, Send, run_until_disconnect, send_json
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
+from gateway.observe import AccessRecord, request_id_for
 from gateway.relay import check_auth
 from gateway.stateful import INTERACTIONS
 
@@ -53,14 +58,21 @@ class StoredEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         codec = codec_for(self.dialect)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        request_id = request_id_for(scope)
+        headers = [(b"x-request-id", request_id.encode())]
+        record = AccessRecord(request_id, self.dialect, scope["path"])
         try:
             check_auth(self.state.keys, scope, query)
-            await self._handle(scope, receive, send, query)
+            await self._handle(scope, receive, send, query, headers, record)
         except GatewayError as err:
             status, body = codec.render_error(err)
-            await send_json(send, status, body)
+            record.status, record.error_kind = status, err.kind
+            if not record.response_started:
+                await send_json(send, status, body, headers)
+        finally:
+            self.state.observer.finish(record)
 
-    async def _handle(self, scope: Scope, receive: Receive, send: Send, query: dict[str, str]) -> None:
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, query: dict[str, str], headers: list[tuple[bytes, bytes]], record: AccessRecord) -> None:
         stateful = self.state.stateful
         if stateful is None:
             raise GatewayError("overloaded", "the store is not open yet", 503)
@@ -74,7 +86,7 @@ class StoredEndpoint:
             if not await stateful.delete(self.dialect, sid):
                 raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
             body = {} if self.dialect == INTERACTIONS else {"id": sid, "object": "response", "deleted": True}
-            await send_json(send, 200, body)
+            await send_json(send, 200, body, headers)
             return
         if method == "GET" and action == "input_items" and self.dialect != INTERACTIONS:
             listing = await stateful.input_items(sid)
@@ -83,7 +95,7 @@ class StoredEndpoint:
             if query.get("order") == "asc":
                 listing["data"].reverse()
                 listing["first_id"], listing["last_id"] = listing["last_id"], listing["first_id"]
-            await send_json(send, 200, listing)
+            await send_json(send, 200, listing, headers)
             return
         if method == "POST" and action == "cancel":
             if self.dialect != INTERACTIONS:
@@ -95,16 +107,19 @@ class StoredEndpoint:
             obj = await stateful.cancel(self.dialect, sid)
             if obj is None:
                 raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
-            await send_json(send, 200, obj)
+            await send_json(send, 200, obj, headers)
             return
         obj = await stateful.stored_object(self.dialect, sid, timeline=True)
         if obj is None:
             raise GatewayError("not_found", f"{noun} {sid!r} not found or expired", 404)
         if query.get("stream", "").lower() != "true":
-            await send_json(send, 200, obj)
+            await send_json(send, 200, obj, headers)
             return
         if await stateful.store.log_status(sid) is None:
             raise GatewayError("invalid_request", f"{noun} {sid!r} has no event stream to resume (only stored/background generations have one)", 400)
         after = _resume_point(self.dialect, query)
         req = ChatRequest(model=str(obj.get("model") or ""), dialect=self.dialect)
-        await run_until_disconnect(stateful.follow(self.dialect, codec_for(self.dialect), req, sid, after, send, []), receive)
+        record.model, record.stream, record.response_started = req.model, True, True
+        finished = await run_until_disconnect(stateful.follow(self.dialect, codec_for(self.dialect), req, sid, after, send, headers), receive)
+        if not finished:
+            record.status, record.error_kind = 499, "client_gone"

@@ -15,10 +15,12 @@ A codec is the only place that knows its wire format. It converts, in both direc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol
 
+from gateway.carry import Limit
 from gateway.errors import GatewayError
-from gateway.events import Event
+from gateway.events import Event, Usage
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 from gateway.sse import SSEFrame
@@ -48,6 +50,7 @@ class UpstreamCall:
     params: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     method: str = "POST"
+    dropped: list[str] = field(default_factory=list)  # IR fields left out of this call (gateway/carry.py)
 
 
 @dataclass(slots=True)
@@ -58,6 +61,10 @@ class BuildOptions:
     dropped_betas: tuple[str, ...] = ()  # anthropic-beta values not to forward
     gemini_parameters_json_schema: bool = False  # send tool schemas as parametersJsonSchema (Gemini)
     stream: bool = True  # ask the upstream for a stream (the caller's mode; detached runs always stream)
+    # Anthropic model globs (None: the dialect's own list, anthropic/models.py): the models that refuse
+    # temperature with top_p, and those asked for thinking as adaptive + output_config.effort.
+    sampling_exclusive_models: tuple[str, ...] | None = None
+    adaptive_thinking_models: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -79,6 +86,13 @@ class StreamDecoder(Protocol):
         ``[End]`` where EOF is the dialect's terminator (Gemini after a finishReason), else
         ``[StreamError("truncated", ...)]``."""
 
+    def usage_so_far(self) -> Usage | None:
+        """The usage the frames fed so far reported, cumulative (``None``: the upstream stated none).
+
+        Read once when a request ends, however it ends: a cut, an idle timeout, the caller hanging
+        up or an in-stream error before any content then still keeps what the upstream already
+        reported, also where the dialect holds usage back until its end (Gemini, OpenAI chat)."""
+
 
 class StreamEncoder(Protocol):
     def encode(self, event: Event) -> bytes:
@@ -91,6 +105,8 @@ class StreamEncoder(Protocol):
 
 class Codec(Protocol):
     name: str
+    limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/carry.py)
+    params: dict[str, str]  # IR field -> this dialect's own parameter name, for refusals
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest: ...
 

@@ -36,6 +36,7 @@ from gateway.events import (
     TextDelta,
     ThinkingDelta,
     ToolArgsDelta,
+    Usage,
 )
 from gateway.sse import SSEFrame
 
@@ -100,6 +101,12 @@ class AnthropicStreamDecoder:
             return []
         self._done = True
         return self._lead([StreamError("truncated", "anthropic stream ended without message_stop", 502)])
+
+    def usage_so_far(self) -> Usage | None:
+        state = self._usage
+        if state.input_tokens is None and state.output_tokens is None and state.cache_read is None and state.cache_write is None:
+            return None
+        return state.canonical()
 
     # -- helpers ------------------------------------------------------------------------------
     def _lead(self, events: list[Event]) -> list[Event]:

@@ -42,6 +42,7 @@ from gateway.events import (
     TextDelta,
     ThinkingDelta,
     ToolArgsDelta,
+    Usage,
 )
 from gateway.sse import SSEFrame
 
@@ -152,6 +153,9 @@ class GeminiStreamDecoder:
         else:
             out.append(End(stop_reasons.from_gemini(raw, self._saw_call), raw))  # type: ignore[arg-type]
         return out
+
+    def usage_so_far(self) -> Usage | None:
+        return usage.from_gemini(self._usage) if self._usage is not None else None
 
     # -- parts ----------------------------------------------------------------------------
 

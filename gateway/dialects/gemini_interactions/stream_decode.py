@@ -32,6 +32,7 @@ from gateway.events import (
     TextDelta,
     ThinkingDelta,
     ToolArgsDelta,
+    Usage,
 )
 from gateway.sse import SSEFrame
 
@@ -72,7 +73,7 @@ def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError 
 
 
 class InteractionsStreamDecoder:
-    __slots__ = ("_started", "_finished", "_held", "_steps", "_open", "_next_block", "_saw_call", "interaction_id", "last_event_id")
+    __slots__ = ("_started", "_finished", "_held", "_steps", "_open", "_next_block", "_saw_call", "_usage", "interaction_id", "last_event_id")
 
     def __init__(self) -> None:
         self._started = False
@@ -82,6 +83,7 @@ class InteractionsStreamDecoder:
         self._open: set[int] = set()  # block indexes not yet stopped
         self._next_block = 0
         self._saw_call = False
+        self._usage: Usage | None = None  # the latest usage a status update or the completion stated
         # where to resume the upstream if its connection drops (see InteractionsCodec.resume_call)
         self.interaction_id: str | None = None
         self.last_event_id: str | None = None
@@ -133,6 +135,7 @@ class InteractionsStreamDecoder:
         elif kind == "interaction.status_update":
             usage = usage_from_interactions(data.get("usage"))
             if usage is not None:
+                self._usage = usage
                 out.append(usage)
         elif kind != "interaction.created":
             warn_unknown(DIALECT, f"stream event {kind!r}")
@@ -145,6 +148,9 @@ class InteractionsStreamDecoder:
         if self._held is not None:
             return [self._held]  # completed seen, [DONE] missing: accepted (module docstring)
         return [StreamError("truncated", "upstream stream ended without interaction.completed", 502)]
+
+    def usage_so_far(self) -> Usage | None:
+        return self._usage
 
     # ------------------------------------------------------------------ helpers
 
@@ -249,6 +255,7 @@ class InteractionsStreamDecoder:
         interaction = data.get("interaction") if isinstance(data.get("interaction"), dict) else {}
         usage = usage_from_interactions(interaction.get("usage"))
         if usage is not None:
+            self._usage = usage
             out.append(usage)
         status = str(interaction.get("status") or "completed")
         failure = failure_for_status(status, interaction)

@@ -194,6 +194,9 @@ class ChatStreamDecoder:
         elif isinstance(arguments, dict):  # a few compatible servers send an object
             events.append(ToolArgsDelta(index, orjson.dumps(arguments).decode()))
 
+    def usage_so_far(self) -> Usage | None:
+        return self._usage
+
     # -- terminator -------------------------------------------------------------------------
     def _finish_stream(self) -> list[Event]:
         self._done = True

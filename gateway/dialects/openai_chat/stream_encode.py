@@ -8,8 +8,10 @@ the delta is dumped. The first chunk's delta is ``{"role":"assistant","content":
 * text → ``delta.content``; thinking → ``delta.reasoning_content`` (DeepSeek/vLLM convention).
 * a tool block → ``delta.tool_calls[{index: ordinal, id, type, function{name, arguments:""}}]``
   first, then ``{index, function{arguments}}`` fragments; ordinals count tool blocks from 0.
-* ``End`` → a chunk with an empty delta and the finish reason, then (with include_usage) exactly
-  one ``choices: []`` usage chunk, then ``data: [DONE]``.
+* ``End`` → a chunk with an empty delta and the finish reason, then (with include_usage, or
+  ``stream_usage = "always"``) exactly one ``choices: []`` usage chunk, then ``data: [DONE]``. An
+  upstream that reported no usage at all gets no usage chunk rather than one of zeros (the access
+  log marks it ``usage_missing``).
 * ``StreamError`` → ``data: {"error": {...}}`` and nothing after it: the openai SDK raises
   ``APIError`` on a chunk with an ``error`` key, and a raw reader never sees ``[DONE]``, so a
   failed stream is never mistaken for a finished one.
@@ -204,7 +206,8 @@ class ChatStreamEncoder:
         out = b"".join(self._flush(t) for t in self._tools.values() if not t.sent)
         finish = to_finish(event, self._same)
         out += b"data: " + self._head + b',"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"' + finish.encode() + b'"}]' + self._usage_null + b"}\n\n"
-        if self._include_usage:
+        usage = self._usage
+        if self._include_usage and (usage.input is not None or usage.output is not None):
             out += b"data: " + self._head + b',"choices":[],"usage":' + orjson.dumps(to_chat(self._usage)) + b"}\n\n"
         return out + DONE
 

@@ -33,6 +33,7 @@ from gateway.events import (
     TextDelta,
     ThinkingDelta,
     ToolArgsDelta,
+    Usage,
 )
 from gateway.sse import SSEFrame
 
@@ -96,6 +97,7 @@ class ResponsesStreamDecoder:
         self._items: dict[int, _Item] = {}
         self._by_id: dict[str, int] = {}
         self._saw_call = False
+        self._usage: Usage | None = None  # the latest usage a response.* event stated
 
     # ------------------------------------------------------------------ protocol
 
@@ -128,6 +130,9 @@ class ResponsesStreamDecoder:
             return []
         self._finished = True
         return [StreamError("truncated", "upstream stream ended without response.completed", 502)]
+
+    def usage_so_far(self) -> Usage | None:
+        return self._usage
 
     # ------------------------------------------------------------------ helpers
 
@@ -331,6 +336,7 @@ class ResponsesStreamDecoder:
         response = data.get("response")
         usage = usage_from_responses(response.get("usage")) if isinstance(response, dict) else None
         if usage is not None:
+            self._usage = usage
             out.append(usage)
 
     def _failed(self, data: dict[str, Any], out: list[Event]) -> None:
@@ -339,6 +345,10 @@ class ResponsesStreamDecoder:
         err = response.get("error") if isinstance(response.get("error"), dict) else {}
         code = err.get("code") if isinstance(err.get("code"), str) else None
         kind, status = kind_for_code(code)
+        usage = usage_from_responses(response.get("usage"))  # a failed response still states what it used
+        if usage is not None:
+            self._usage = usage
+            out.append(usage)
         out.append(StreamError(kind, str(err.get("message") or "the response failed"), status, code or "server_error"))
 
     def _error(self, data: dict[str, Any], out: list[Event]) -> None:
