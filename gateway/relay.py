@@ -31,6 +31,7 @@ from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
+    from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.relay")
 
@@ -110,7 +111,10 @@ class Relay:
         request_id = request_id_for(scope)
         extra_headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, dialect, scope["path"])
+        shared: SharedRecord | None = None  # a detached generation shares the record (see _detached)
         codec = codec_for(dialect)
+        telemetry = state.telemetry  # None: tracing off, and nothing below makes a span
+        trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
         try:
             try:
                 check_auth(state.keys, scope, meta.query)
@@ -123,6 +127,8 @@ class Relay:
                     req.stream = meta.stream
                 self._check_limits(req)
                 resolved = state.router.resolve(req.model)
+                if trace is not None:
+                    trace.request(req, resolved)
                 if req.stream and not req.include_usage and (resolved.stream_usage or state.settings.server.stream_usage) == "always":
                     req.include_usage = True  # stream_usage = "always": the stream ends with its usage (OpenAI chat)
                 persist: Persist | None = None
@@ -131,7 +137,8 @@ class Relay:
                     turn = await stateful.prepare(req, dialect)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
-                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, record)
+                        shared = SharedRecord(state.observer, record)
+                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, shared, trace)
                         return
                     if stateful.persists(req, dialect):
                         persist = Persist(stateful, dialect, codec, turn)
@@ -144,9 +151,9 @@ class Relay:
                 await self._send_error(codec, err, send, record, extra_headers)
                 return
             record.model, record.stream, record.route = req.model, req.stream, resolved.route
-            work = self._relay(codec, req, resolved, send, record, extra_headers, persist)
+            work = self._relay(codec, req, resolved, send, record, extra_headers, persist, trace)
             finished = await run_until_disconnect(work, receive)
-            if not finished:
+            if not finished and not record.response_done:  # cut short, not merely cancelled while draining the upstream
                 record.status, record.error_kind = 499, record.error_kind or "client_gone"
         except Exception as exc:  # a bug or a store outage: still an answer in the caller's dialect
             log.exception("request %s failed inside the gateway", request_id)
@@ -154,7 +161,12 @@ class Relay:
                 err = GatewayError("api_error", f"internal gateway error ({type(exc).__name__}); the request id is {request_id}", 500)
                 await self._send_error(codec, err, send, record, extra_headers)
         finally:
-            state.observer.finish(record)
+            if shared is None:
+                state.observer.finish(record)
+            else:
+                shared.release()
+            if trace is not None:
+                trace.finish(record)
 
     def _check_limits(self, req: ChatRequest) -> None:
         limit = self.state.settings.server.max_tokens_limit
@@ -169,9 +181,24 @@ class Relay:
         await send_json(send, status, body, headers)
 
     async def _detached(
-        self, codec: Codec, req: ChatRequest, resolved: Any, turn: list[Any], receive: Receive, send: Send, headers: list[tuple[bytes, bytes]], record: AccessRecord
+        self,
+        codec: Codec,
+        req: ChatRequest,
+        resolved: Any,
+        turn: list[Any],
+        receive: Receive,
+        send: Send,
+        headers: list[tuple[bytes, bytes]],
+        shared: SharedRecord,
+        trace: RequestTrace | None = None,
     ) -> None:
-        """A stored interaction / background response: the generation outlives this connection."""
+        """A stored interaction / background response: the generation outlives this connection.
+
+        Its usage, stop reason and error go into the access record of THIS request (the one that
+        started it), filled by the generation's own events; the record is written once, when
+        both this request and the generation are done (see ``SharedRecord``). A resume, a replay
+        or a GET of the stored object reads the event log and never carries the usage again."""
+        record = shared.record
         stateful = self.state.stateful
         assert stateful is not None
         dialect = codec.name
@@ -179,7 +206,7 @@ class Relay:
             raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
         attempts: list[Attempt] = []
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts)  # errors: HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts, trace=trace)  # errors: HTTP status, nothing stored
         except BaseException:
             self._note_failed_attempts(record, attempts)
             raise
@@ -187,23 +214,39 @@ class Relay:
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
         headers = _note_dropped(record, opened, headers)
         record.first_byte()
-        sid = await stateful.start_detached(dialect, codec, req, opened, turn)
+        if trace is not None:
+            trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
+        sid = await stateful.start_detached(dialect, codec, req, opened, turn, shared)
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
-            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers), receive)
+            got_end: list[bool] = []
+            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers, lambda: got_end.append(True)), receive)
+            if not got_end:
+                record.status = 499  # the caller left before the end; the generation goes on and keeps its own outcome
             return
-        if not req.background:
-            await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive)
+        if not req.background and not await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive):
+            record.status = 499
+            return
         obj = await stateful.stored_object(dialect, sid)
         if obj is not None and obj.get("status") == "failed" and not req.background:
             raise stateful.failure(dialect, sid, obj)
         await send_json(send, 200, obj, headers)
 
-    async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None) -> None:
+    async def _relay(
+        self,
+        codec: Codec,
+        req: ChatRequest,
+        resolved: Any,
+        send: Send,
+        record: AccessRecord,
+        headers: list[tuple[bytes, bytes]],
+        persist: Persist | None = None,
+        trace: RequestTrace | None = None,
+    ) -> None:
         attempts: list[Attempt] = []
         try:
             fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
-            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts)
+            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts, trace=trace)
         except GatewayError as err:
             self._note_failed_attempts(record, attempts)
             await self._send_error(codec, err, send, record, headers)
@@ -219,9 +262,10 @@ class Relay:
             ctx.response_id = new_stored_id(codec.name)
         try:
             if req.stream:
-                await self._stream(codec, ctx, opened, send, record, headers, persist)
+                await self._stream(codec, ctx, opened, send, record, headers, persist, trace.output if trace is not None else None)
             else:
-                await self._whole(codec, ctx, opened, send, record, headers, persist)
+                await self._whole(codec, ctx, opened, send, record, headers, persist, trace)
+            record.response_done = True  # the caller has it all: uvicorn reports a disconnect from here on
         finally:
             # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
             # upstream had reported so far, including usage a dialect holds back until its end.
@@ -241,8 +285,17 @@ class Relay:
             record.upstream_dialect = provider.dialect if provider is not None else None
 
     async def _stream(
-        self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
+        self,
+        codec: Codec,
+        ctx: EncodeContext,
+        opened: Opened,
+        send: Send,
+        record: AccessRecord,
+        headers: list[tuple[bytes, bytes]],
+        persist: Persist | None = None,
+        captured: ReplyBuilder | None = None,
     ) -> None:
+        """``captured`` (telemetry with capture_content): folds the answer for the span's output messages."""
         state = self.state
         encoder = codec.stream_encoder(ctx)
         source = opened.source
@@ -274,6 +327,8 @@ class Relay:
                     if type(event) in _TRACKED:
                         _note_usage(record, event)
                         finished = finished or type(event) is not Usage
+                if captured is not None:
+                    captured.extend(batch)
                 if persist is not None:
                     persist.builder.extend(batch)
                     if finished:  # stored before the caller sees the end, so a follow-up finds it
@@ -321,7 +376,15 @@ class Relay:
             record.status = 200  # the HTTP status was 200; the failure is in error_kind
 
     async def _whole(
-        self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
+        self,
+        codec: Codec,
+        ctx: EncodeContext,
+        opened: Opened,
+        send: Send,
+        record: AccessRecord,
+        headers: list[tuple[bytes, bytes]],
+        persist: Persist | None = None,
+        trace: RequestTrace | None = None,
     ) -> None:
         builder = persist.builder if persist is not None else ReplyBuilder()
         async for batch in batches(opened):
@@ -329,6 +392,8 @@ class Relay:
                 builder.add(event)
                 _note_usage(record, event)
         reply = builder.reply
+        if trace is not None and trace.content is not None:
+            trace.reply = reply  # capture_content: the span's output messages
         if reply.error is not None:
             e = reply.error
             err = GatewayError(e.kind, e.message, e.status, raw=e.raw, origin=ctx.upstream_dialect)
@@ -340,6 +405,34 @@ class Relay:
         record.first_byte()
         record.response_started = True
         await send_json(send, 200, body, headers)
+
+
+class SharedRecord:
+    """The access record of a request that started a detached generation, held by both.
+
+    The generation's events fill it (``events``), the request sets what its caller got (status,
+    time to first byte); whoever lets go last finishes it, so ``Observer.finish`` sees it exactly
+    once and with the generation's final usage — for a background response, when the generation
+    ends, long after its POST was answered. The one record per generation a spend ledger settles.
+    """
+
+    __slots__ = ("observer", "record", "holders")
+
+    def __init__(self, observer: Any, record: AccessRecord) -> None:
+        self.observer, self.record, self.holders = observer, record, 1
+
+    def events(self, batch: list[Event]) -> None:
+        for event in batch:
+            if type(event) in _TRACKED:
+                _note_usage(self.record, event)
+
+    def hold(self) -> None:
+        self.holders += 1
+
+    def release(self) -> None:
+        self.holders -= 1
+        if self.holders == 0:
+            self.observer.finish(self.record)
 
 
 class Persist:

@@ -132,6 +132,31 @@ class StoreSettings(BaseModel):
     url: str = "sqlite:///gateway-state.db"
     ttl_hours: float = 24.0
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
+    # A follower on another replica gives a generation up (in-dialect error) only when its owner's
+    # heartbeat (renewed every second) is older than this AND stays unrenewed for a while longer:
+    # a replica whose event loop stalls for a few seconds is not declared dead.
+    owner_timeout_seconds: float = Field(default=8.0, gt=0)
+
+
+class TelemetrySettings(BaseModel):
+    """OpenTelemetry export (gateway/telemetry.py). Off unless an endpoint is set here or in the
+    standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variables."""
+
+    otlp_endpoint: str | None = None  # OTLP/HTTP base URL, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics appended)
+    service_name: str = "llm-gateway"  # OTEL_SERVICE_NAME wins when set
+    capture_content: bool = False  # prompts, completions and tool arguments on spans only when true
+    shutdown_seconds: float = 5.0  # at most this long flushing spans and metrics on shutdown
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_is_http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)")
+        return value or None
 
 
 class Settings(BaseSettings):
@@ -142,6 +167,7 @@ class Settings(BaseSettings):
     providers: list[ProviderSettings] = Field(default_factory=list)
     routes: list[RouteSettings] = Field(default_factory=list)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def settings_customise_sources(
