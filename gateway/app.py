@@ -22,6 +22,7 @@ from starlette.routing import Route
 from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import available, codec_for
+from gateway.edge import EdgeGuard, error_response, scope_dialect
 from gateway.errors import GatewayError
 from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
@@ -215,13 +216,17 @@ def create_app(settings: Settings) -> Starlette:
     app.state.gateway = state
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": {"message": f"no route for {request.method} {request.url.path}", "type": "not_found_error"}}, 404)
+        err = GatewayError("not_found", f"no route for {request.method} {request.url.path}", 404)
+        return _edge_response(request, err)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": {"message": f"{request.method} not allowed on {request.url.path}", "type": "invalid_request_error"}}, 405)
+        allow = (getattr(exc, "headers", None) or {}).get("Allow", "")
+        err = GatewayError("invalid_request", f"{request.method} is not allowed on {request.url.path}" + (f": use {allow}" if allow else ""), 405)
+        return _edge_response(request, err, {"Allow": allow} if allow else None)
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, method_not_allowed)
+    app.add_middleware(EdgeGuard)  # path tricks and WebSocket handshakes, before routing (edge.py)
     return app
 
 
@@ -239,6 +244,12 @@ async def _refresh_keys(state: GatewayState, store: Any) -> None:
             if not failing:
                 log.error("cannot read key records from the store (%s); keys stay as last read", type(exc).__name__)
             failing = True
+
+
+def _edge_response(request: Request, err: GatewayError, headers: dict[str, str] | None = None) -> Response:
+    """An unknown path or method answered in the error shape of the dialect the request suggests."""
+    status, payload = error_response(scope_dialect(request.scope), err)
+    return Response(payload, status, headers=headers, media_type="application/json")
 
 
 async def end_live_streams(state: GatewayState, grace: float) -> None:

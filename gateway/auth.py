@@ -15,18 +15,40 @@ from __future__ import annotations
 
 import hmac
 import time
+from urllib.parse import parse_qsl
 
-from gateway.asgi import Scope, header
+from gateway.asgi import Scope
 from gateway.errors import GatewayError
 from gateway.keys import KeyRing, KeySpec
 
 
+CREDENTIAL_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
+
+
 def caller_key(scope: Scope, query: dict[str, str]) -> str | None:
-    """The key the caller presented, in whichever header its dialect uses."""
-    auth = header(scope, b"authorization")
-    if auth and auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return header(scope, b"x-api-key") or header(scope, b"x-goog-api-key") or query.get("key")
+    """The key the caller presented, in whichever header its dialect uses.
+
+    Every place a key can travel is read (each header every time it occurs, and ``?key=``): two
+    different values are a 401, never "the first one wins", so a proxy or client that adds its own
+    credential cannot have it silently preferred or ignored."""
+    found: set[str] = set()
+    for name, value in scope["headers"]:
+        if name in CREDENTIAL_HEADERS:
+            text = value.decode("latin-1").strip()
+            if name == b"authorization":
+                if text[:7].lower() != "bearer ":
+                    continue
+                text = text[7:].strip()
+            if text:
+                found.add(text)
+    raw_query = scope.get("query_string", b"")
+    if b"key=" in raw_query:
+        found.update(v for k, v in parse_qsl(raw_query.decode("latin-1")) if k == "key" and v)
+    elif query.get("key"):
+        found.add(query["key"])
+    if len(found) > 1:
+        raise GatewayError("authentication", "two different API keys in one request: send the gateway key once", 401)
+    return next(iter(found), None)
 
 
 def _missing() -> GatewayError:

@@ -12,11 +12,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
+from gateway.asgi import ClientGone, Receive, Scope, Send, parse_json_object, read_body, run_until_disconnect, send_json
 from gateway.attempts import Attempt, Opened, batches, open_upstream
 from gateway.auth import caller_key, check_auth  # noqa: F401  (their home is gateway/auth.py)
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
+from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.ir import ChatRequest
@@ -77,6 +78,7 @@ class Relay:
                     record.key = spec.name  # early: spans and logs name the key from here on
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)
                 obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
+                validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
                 if meta.stream is not None:

@@ -36,6 +36,12 @@ class ServerSettings(BaseModel):
     access_log: bool = True
     fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
     stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (README)
+    # Hostile connections (gateway/server_protocol.py): 0 turns a bound off (keep_alive_timeout 0: no keep-alive).
+    request_head_timeout: float = 10.0  # a request head must arrive within this, else the connection is closed (408)
+    request_body_timeout: float = 60.0  # the body must arrive within this after the head (408)
+    keep_alive_timeout: float = 5.0  # an idle kept-alive connection is closed after this
+    max_connections: int = 10_000  # per process; a request beyond it is a 503 in the caller's dialect
+    max_head_bytes: int = 65_536  # a longer request line + headers is a 431
 
 
 class AuthSettings(BaseModel):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from gateway.app import create_app
+from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
 
@@ -72,5 +73,5 @@ def fake() -> Iterator[FakeUpstream]:
 @pytest.fixture(scope="session")
 def gateway(fake: FakeUpstream) -> Iterator[ServerThread]:
     settings = Settings(**gateway_config(f"http://127.0.0.1:{fake.port}"))
-    with ServerThread(create_app(settings)) as server:
+    with ServerThread(create_app(settings), **uvicorn_options()) as server:  # the gateway's own server layer
         yield server
