@@ -27,6 +27,7 @@ from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
 from gateway.relay import Relay
 from gateway.router import Router
+from gateway.routing import Routing
 from gateway.settings import Settings
 from gateway.stateful import Stateful
 from gateway.store import open_store
@@ -46,6 +47,7 @@ class GatewayState:
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
+    routing: Any = None  # gateway.routing.Routing: balancing, cooldowns, affinity (shared through the store)
     started: float = field(default_factory=time.time)
 
 
@@ -145,6 +147,7 @@ def create_state(settings: Settings) -> GatewayState:
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
+    state.routing = Routing(registry=observer.metrics.registry)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
         if provider.dialect != "demo":
@@ -163,6 +166,7 @@ def create_app(settings: Settings) -> Starlette:
         available()  # import every codec now, not on the first request that needs it
         store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
         state.stateful = Stateful(state, store)
+        state.routing.shared = store.shared()  # cooldowns and pins every replica on this store sees
         try:
             yield
         finally:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gateway import http_client
 from gateway.demo import demo_events
@@ -27,6 +29,9 @@ from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
 from gateway.source import EventSource, HttpEventSource, ListEventSource
 from gateway.upstream import Provider
+
+if TYPE_CHECKING:
+    from gateway.routing import Routing
 
 log = logging.getLogger("gateway.attempts")
 
@@ -50,6 +55,16 @@ class Opened:
     provider: Provider
     target: Target
     attempts: list[Attempt] = field(default_factory=list)
+    on_close: Callable[[], Awaitable[None]] | None = None  # routing: the target has one fewer in flight
+
+    async def close(self) -> None:
+        """Close the upstream answer and tell routing the target is done with it."""
+        try:
+            await self.source.aclose()
+        finally:
+            done, self.on_close = self.on_close, None
+            if done is not None:
+                await done()
 
 
 def _retry_after(response: Response) -> float | None:
@@ -188,41 +203,118 @@ async def open_upstream(
     *,
     stream_upstream: bool = False,
     attempts: list[Attempt] | None = None,
+    routing: Routing | None = None,
 ) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
     of that dialect (the caller's, when streaming) for the same-dialect fast path. The upstream is
     asked for a stream when the caller streams (or ``stream_upstream``: detached runs log events
     as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``.
     ``attempts``: the list each attempt is appended to as it starts, so a caller that is cancelled
-    meanwhile (the client hung up) still knows what was tried and what it used."""
+    meanwhile (the client hung up) still knows what was tried and what it used.
+    ``routing``: for a route with ``targets``, the balancer, cooldowns and affinity (routing.py);
+    without it every route is tried in its configured order."""
     attempts = [] if attempts is None else attempts
+    if routing is not None and resolved.balanced:
+        return await _open_balanced(providers, req, resolved, passthrough_dialect, stream_upstream, attempts, routing)
     last: GatewayError | None = None
     for target in resolved.targets:
-        provider = providers[target.provider]
-        tries = provider.settings.max_retries + 1
-        for number in range(tries):
-            started = time.perf_counter()
-            record = Attempt(provider.name, target.upstream_model)
-            attempts.append(record)
-            try:
-                source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
-            except GatewayError as err:
-                record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
-                last = err
-                if err.kind not in RETRYABLE:
-                    err.attempts = attempts  # type: ignore[attr-defined]
-                    raise
-                delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
-                if err.retry_after is not None:
-                    if err.retry_after > provider.settings.max_retry_after:
-                        break  # too long to wait: next fallback
-                    delay = max(delay, err.retry_after)
-                if number + 1 < tries:
-                    log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
-                    await asyncio.sleep(delay)
-                continue
-            record.status, record.ms = 200, (time.perf_counter() - started) * 1000
-            return Opened(source, first, provider, target, attempts)
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts)
+        if isinstance(opened, Opened):
+            return opened
+        last = opened
     assert last is not None
     last.attempts = attempts  # type: ignore[attr-defined]
     raise last
+
+
+async def _try_target(
+    providers: dict[str, Provider], target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], tries: int | None = None
+) -> Opened | GatewayError:
+    """One target, with its provider's retries (or ``tries`` attempts): the opened answer, or the
+    last retryable error. A non-retryable error (the request itself is wrong) is raised."""
+    provider = providers[target.provider]
+    tries = provider.settings.max_retries + 1 if tries is None else tries
+    last: GatewayError | None = None
+    for number in range(tries):
+        started = time.perf_counter()
+        record = Attempt(provider.name, target.upstream_model)
+        attempts.append(record)
+        try:
+            source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+        except GatewayError as err:
+            record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
+            last = err
+            if err.kind not in RETRYABLE:
+                err.attempts = attempts  # type: ignore[attr-defined]
+                raise
+            delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
+            if err.retry_after is not None:
+                if err.retry_after > provider.settings.max_retry_after:
+                    break  # too long to wait: next fallback
+                delay = max(delay, err.retry_after)
+            if number + 1 < tries:
+                log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
+                await asyncio.sleep(delay)
+            continue
+        record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+        return Opened(source, first, provider, target, attempts)
+    assert last is not None
+    return last
+
+
+async def _open_balanced(
+    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], routing: Routing
+) -> Opened:
+    """A route over several targets: each healthy target once, in the strategy's order (the
+    session's target first); a failure cools the target and moves on at once (the others are the
+    retry). When every target is cooling, wait for the first to recover if that falls within the
+    first-byte budget, else go to the fallbacks, else answer 429/503 with ``Retry-After``."""
+    began = time.monotonic()
+    budget = providers[resolved.targets[0].provider].settings.first_byte_timeout
+    tried: set[str] = set()
+    last: GatewayError | None = None
+    while True:
+        plan = await routing.plan(req, resolved, tried)
+        for target in plan.candidates:
+            if not await routing.admit(resolved, target):
+                continue
+            tried.add(target.key)
+            await routing.started(resolved, target)
+            try:
+                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, tries=1)
+            except BaseException:
+                await routing.ended(resolved, target)
+                raise
+            if isinstance(opened, Opened):
+                await routing.served(resolved, target, plan, attempts[-1].ms / 1000)
+                opened.on_close = lambda t=target: routing.ended(resolved, t)
+                return opened
+            await routing.ended(resolved, target)
+            await routing.failed(resolved, target, opened.kind, opened.retry_after)
+            last = opened
+        # Nothing healthy left to try now: wait for the first recovery, if it comes in time.
+        left = await routing.cooling(resolved.targets[: resolved.pool])
+        recovery = min((s for s in left if s > 0), default=None)
+        if recovery is not None and time.monotonic() - began + recovery <= budget:
+            log.info("every target of %s is cooling: waiting %.2fs for the first to recover", resolved.route, recovery)
+            await asyncio.sleep(recovery + 0.001)
+            tried.clear()
+            continue
+        break
+    for target in resolved.targets[resolved.pool :]:
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts)
+        if isinstance(opened, Opened):
+            return opened
+        last = opened
+    if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded") or not tried):
+        err = GatewayError(
+            "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",
+            f"every target of {resolved.route!r} is cooling down after failures; retry in {math.ceil(recovery)}s",
+            retry_after=recovery,
+        )
+    elif last is not None:
+        err = last
+    else:  # every target passed over for its rpm
+        err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its requests-per-minute limit; retry in a minute", retry_after=60 - time.time() % 60)
+    err.attempts = attempts  # type: ignore[attr-defined]
+    raise err

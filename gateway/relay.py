@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import math
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,7 @@ class Relay:
                 obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
+                req.session = header(scope, b"x-session-id")
                 if meta.stream is not None:
                     req.stream = meta.stream
                 self._check_limits(req)
@@ -142,6 +144,8 @@ class Relay:
         record.status, record.error_kind = status, err.kind
         record.first_byte()
         record.response_started = True
+        if err.retry_after is not None and status in (429, 503, 529):  # every target cooling: when to come back
+            headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
         await send_json(send, status, body, headers)
 
     async def _detached(
@@ -155,7 +159,7 @@ class Relay:
             raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
         attempts: list[Attempt] = []
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts)  # errors: HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts, routing=self.state.routing)  # errors: HTTP status, nothing stored
         except BaseException:
             self._note_failed_attempts(record, attempts)
             raise
@@ -178,7 +182,7 @@ class Relay:
         attempts: list[Attempt] = []
         try:
             fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
-            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts)
+            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts, routing=self.state.routing)
         except GatewayError as err:
             self._note_failed_attempts(record, attempts)
             await self._send_error(codec, err, send, record, headers)
@@ -200,7 +204,7 @@ class Relay:
             # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
             # upstream had reported so far, including usage a dialect holds back until its end.
             record.add_usage(opened.source.usage_so_far())
-            await opened.source.aclose()
+            await opened.close()
 
     def _note_failed_attempts(self, record: AccessRecord, attempts: list[Attempt]) -> None:
         """No attempt answered: log each one, and keep the usage of the last that reported any

@@ -230,7 +230,7 @@ class Stateful:
         finally:
             self.cancelling.discard(sid)
             beat.cancel()
-            await source.aclose()
+            await opened.close()
             reply = builder.reply
             if cancelled:
                 status = "cancelled"

@@ -1,0 +1,117 @@
+"""Choosing among a route's targets: health (cooldowns), limits (rpm), balance, affinity.
+
+``Routing`` is what ``attempts.open_upstream`` asks, for a route with ``targets``:
+
+* ``plan`` — the pool's targets that are not cooling, in the strategy's order, a session's pinned
+  target first while it is healthy; and, when some are cooling, how soon the first recovers.
+* ``admit`` — take one request of a target's ``rpm`` (a shared per-minute counter): a target at its
+  limit is passed over, never called.
+* ``failed`` — a failure before the first byte cools the target for ``cooldown_seconds`` or its
+  ``Retry-After`` when longer; cooldowns only grow (``SharedState.cool``).
+* ``served`` — pin the session to the target that answered (it stays there while healthy; after a
+  failure it moves once, and stays on the new one), and feed the latency EWMA.
+
+All shared state goes through ``SharedState`` (the ``[store]``: Redis across replicas, process
+memory otherwise); in-flight counts are written only for ``least_busy``, pins only with affinity,
+so a weighted route without affinity costs one read (the cooldowns) per request.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter
+
+from gateway.affinity import pin_key, session_of
+from gateway.balance import Latency, order
+from gateway.ir import ChatRequest
+from gateway.router import Resolved, Target
+from gateway.store.shared import LocalShared, SharedState
+
+IN_FLIGHT_TTL = 3600.0  # a replica that dies mid-stream leaves its count; it fades after this
+
+
+@dataclass(slots=True)
+class Plan:
+    candidates: list[Target]  # healthy targets, in the order to try them
+    recovery: float | None  # seconds until the first cooling target recovers (None: none cooling)
+    session: str | None  # the affinity pin key, when the route has affinity and a session
+    pinned: str | None  # the target key the session was pinned to
+
+
+class RoutingMetrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        kw = {"registry": registry}
+        self.selected = Counter("gateway_target_selected", "Attempts sent to a route's target", ["route", "target"], **kw)
+        self.failed = Counter("gateway_target_failed", "A route's target failing before the first byte", ["route", "target", "kind"], **kw)
+        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm-limited) target", ["route", "target", "reason"], **kw)
+
+
+class Routing:
+    def __init__(self, shared: SharedState | None = None, registry: CollectorRegistry | None = None, rng: random.Random | None = None) -> None:
+        self.shared = shared or LocalShared()
+        self.latency = Latency()
+        self.rng = rng or random.Random()
+        self.metrics = RoutingMetrics(registry if registry is not None else CollectorRegistry())
+
+    async def plan(self, req: ChatRequest, resolved: Resolved, exclude: set[str]) -> Plan:
+        pool = [t for t in resolved.targets[: resolved.pool] if t.key not in exclude]
+        session = None
+        pinned = None
+        if resolved.affinity == "session":
+            sid = session_of(req)
+            if sid is not None:
+                session = pin_key(resolved.route, sid)
+                pinned = await self.shared.pinned(session, resolved.affinity_ttl)
+        left = await self.shared.cooling([t.key for t in pool])
+        healthy = [t for t, s in zip(pool, left) if s <= 0]
+        cooling = [s for s in left if s > 0]
+        for t, s in zip(pool, left):
+            if s > 0:
+                self.metrics.cooling.labels(resolved.route, t.key, "cooling").inc()
+        in_flight = await self.shared.counts(["busy:" + t.key for t in healthy]) if resolved.strategy == "least_busy" and len(healthy) > 1 else None
+        ordered = order(resolved.strategy, healthy, in_flight, self.latency, self.rng)
+        if pinned is not None:
+            first = next((t for t in ordered if t.key == pinned), None)
+            if first is not None:
+                ordered.remove(first)
+                ordered.insert(0, first)
+        return Plan(ordered, min(cooling) if cooling else None, session, pinned)
+
+    async def admit(self, resolved: Resolved, target: Target) -> bool:
+        """Count one request against the target's rpm; False (and nothing counted beyond the limit's
+        own window) when it is at its limit this minute."""
+        if target.rpm is None:
+            return True
+        used = await self.shared.add(f"rpm:{target.key}:{int(time.time() // 60)}", 1, 120.0)
+        if used > target.rpm:
+            self.metrics.cooling.labels(resolved.route, target.key, "rpm").inc()
+            return False
+        return True
+
+    async def started(self, resolved: Resolved, target: Target) -> None:
+        self.metrics.selected.labels(resolved.route, target.key).inc()
+        if resolved.strategy == "least_busy":
+            await self.shared.add("busy:" + target.key, 1, IN_FLIGHT_TTL)
+
+    async def ended(self, resolved: Resolved, target: Target) -> None:
+        """The attempt failed, or the answer it opened was closed: one fewer in flight."""
+        if resolved.strategy == "least_busy":
+            await self.shared.add("busy:" + target.key, -1, IN_FLIGHT_TTL)
+
+    async def failed(self, resolved: Resolved, target: Target, kind: str, retry_after: float | None) -> None:
+        self.metrics.failed.labels(resolved.route, target.key, kind).inc()
+        seconds = max(resolved.cooldown, retry_after or 0.0)
+        if seconds > 0:
+            await self.shared.cool(target.key, seconds)
+
+    async def served(self, resolved: Resolved, target: Target, plan: Plan, first_token_seconds: float) -> None:
+        self.latency.observe(target.key, first_token_seconds)
+        if plan.session is not None and plan.pinned != target.key:
+            await self.shared.pin(plan.session, target.key, resolved.affinity_ttl)
+
+    async def cooling(self, targets: Sequence[Target]) -> list[float]:
+        return await self.shared.cooling([t.key for t in targets])
