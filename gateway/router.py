@@ -7,7 +7,7 @@ then ``provider/upstream-model`` addressing. Anything else is unknown (404 in th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from gateway.errors import GatewayError
@@ -21,11 +21,10 @@ class Target:
     weight: float = 1.0
     rpm: int | None = None
     tpm: int | None = None
+    key: str = field(init=False, compare=False, repr=False)  # "provider:upstream_model": how health, counters, pins and metrics name it
 
-    @property
-    def key(self) -> str:
-        """How health, counters and pins name this target (in the store and in metrics)."""
-        return f"{self.provider}:{self.upstream_model}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.provider}:{self.upstream_model}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,40 +50,71 @@ class RoutingMetrics:
         self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm-limited) target", ["route", "target", "reason"], **kw)
 
 
+class _Route:
+    """What routing precomputes once per route: the pool, its store keys, its metric children."""
+
+    __slots__ = ("pool", "keys", "busy", "selected", "skipped", "failed")
+
+    def __init__(self, resolved: Resolved, metrics: RoutingMetrics) -> None:
+        self.pool = resolved.targets[: resolved.pool]
+        self.keys = [t.key for t in self.pool]
+        self.busy = ["busy:" + k for k in self.keys]
+        self.selected = {k: metrics.selected.labels(resolved.route, k) for k in self.keys}
+        self.skipped = {k: metrics.cooling.labels(resolved.route, k, "cooling") for k in self.keys}
+        self.failed = metrics.failed
+
+
 class Routing:
     def __init__(self, shared: SharedState | None = None, registry: CollectorRegistry | None = None, rng: random.Random | None = None) -> None:
         self.shared = shared or LocalShared()
         self.latency = Latency()
         self.rng = rng or random.Random()
         self.metrics = RoutingMetrics(registry if registry is not None else CollectorRegistry())
+        self._routes: dict[int, tuple[Resolved, _Route]] = {}
+
+    def _route(self, resolved: Resolved) -> _Route:
+        item = self._routes.get(id(resolved))
+        if item is None or item[0] is not resolved:  # (the router caches Resolved: this is once per route)
+            item = (resolved, _Route(resolved, self.metrics))
+            if len(self._routes) < 4096:
+                self._routes[id(resolved)] = item
+        return item[1]
 
     async def plan(self, req: ChatRequest, resolved: Resolved, exclude: set[str]) -> Plan:
-        pool = [t for t in resolved.targets[: resolved.pool] if t.key not in exclude]
+        route = self._route(resolved)
         session = None
-        pinned = None
         if resolved.affinity == "session":
             sid = session_of(req)
             if sid is not None:
                 session = pin_key(resolved.route, sid)
-                pinned = await self.shared.pinned(session, resolved.affinity_ttl)
-        left = await self.shared.cooling([t.key for t in pool])
-        healthy = [t for t, s in zip(pool, left) if s <= 0]
-        cooling = [s for s in left if s > 0]
-        for t, s in zip(pool, left):
-            if s > 0:
-                self.metrics.cooling.labels(resolved.route, t.key, "cooling").inc()
-        in_flight = await self.shared.counts(["busy:" + t.key for t in healthy]) if resolved.strategy == "least_busy" and len(healthy) > 1 else None
+        least_busy = resolved.strategy == "least_busy" and len(route.pool) > 1
+        left, busy, pinned = await self.shared.snapshot(route.keys, route.busy if least_busy else (), session, resolved.affinity_ttl)
+        recovery = None
+        in_flight: list[int] | None = None
+        if exclude or any(left):
+            healthy = []
+            in_flight = [] if least_busy else None
+            for i, (t, s) in enumerate(zip(route.pool, left)):
+                if s > 0:
+                    route.skipped[t.key].inc()
+                    recovery = s if recovery is None or s < recovery else recovery
+                elif t.key not in exclude:
+                    healthy.append(t)
+                    if in_flight is not None:
+                        in_flight.append(busy[i])
+        else:
+            healthy = list(route.pool)
+            in_flight = busy if least_busy else None
         ordered = order(resolved.strategy, healthy, in_flight, self.latency, self.rng)
-        if pinned is not None:
+        if pinned is not None and ordered and ordered[0].key != pinned:
             first = next((t for t in ordered if t.key == pinned), None)
             if first is not None:
                 ordered.remove(first)
                 ordered.insert(0, first)
-        return Plan(ordered, min(cooling) if cooling else None, session, pinned)
+        return Plan(ordered, recovery, session, pinned)
 
     async def admit(self, resolved: Resolved, target: Target) -> bool:
-        """Count one request against the target's rpm; False (and nothing counted beyond the limit's
-        own window) when it is at its limit this minute."""
+        """Count one request against the target's rpm; False when it is at its limit this minute."""
         if target.rpm is None:
             return True
         used = await self.shared.add(f"rpm:{target.key}:{int(time.time() // 60)}", 1, 120.0)
@@ -93,7 +124,7 @@ class Routing:
         return True
 
     async def started(self, resolved: Resolved, target: Target) -> None:
-        self.metrics.selected.labels(resolved.route, target.key).inc()
+        self._route(resolved).selected[target.key].inc()
         if resolved.strategy == "least_busy":
             await self.shared.add("busy:" + target.key, 1, IN_FLIGHT_TTL)
 

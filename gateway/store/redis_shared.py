@@ -32,6 +32,21 @@ return out
 """
 
 
+# KEYS: cooldowns..., counters..., [pin]   ARGV: ncool, ncount, pin_ms ('' = no pin)
+_SNAPSHOT = """
+local nc, nn = tonumber(ARGV[1]), tonumber(ARGV[2])
+local left, counts = {}, {}
+for i = 1, nc do left[i] = redis.call('PTTL', KEYS[i]) end
+for i = 1, nn do counts[i] = tonumber(redis.call('GET', KEYS[nc + i]) or '0') end
+local pinned = false
+if ARGV[3] ~= '' then
+  pinned = redis.call('GET', KEYS[nc + nn + 1])
+  if pinned then redis.call('PEXPIRE', KEYS[nc + nn + 1], ARGV[3]) end
+end
+return {left, counts, pinned}
+"""
+
+
 class RedisShared:
     """Implements :class:`gateway.store.shared.SharedState` on the store's Redis connection."""
 
@@ -41,6 +56,16 @@ class RedisShared:
         self._cool = client.register_script(_COOL)
         self._add = client.register_script(_ADD)
         self._cooling = client.register_script(_COOLING)
+        self._snapshot = client.register_script(_SNAPSHOT)
+
+    async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
+        p = self._p
+        keys = [p + "cool:" + k for k in cool_keys] + [p + "n:" + k for k in count_keys]
+        if pin_key is not None:
+            keys.append(p + "pin:" + pin_key)
+        args = [len(cool_keys), len(count_keys), max(1, int(pin_ttl * 1000)) if pin_key is not None else ""]
+        left, counts, pinned = await self._snapshot(keys=keys, args=args)
+        return [max(0, int(ms)) / 1000 for ms in left], [int(n) for n in counts], None if pinned is None else pinned.decode()
 
     async def cool(self, key: str, seconds: float) -> float:
         return int(await self._cool(keys=[self._p + "cool:" + key], args=[max(1, int(seconds * 1000))])) / 1000

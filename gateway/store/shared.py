@@ -12,6 +12,7 @@ replicas cannot shorten or stretch a cooldown.
 * ``add(key, delta, ttl)`` / ``counts(keys)`` — counters (requests in flight, requests this minute).
 * ``pin(key, value, ttl)`` / ``pinned(key, ttl)`` — a small string with a TTL that reading refreshes
   (the session → target map of affinity).
+* ``snapshot`` — the three reads routing makes before a request, in one round trip.
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ class SharedState(abc.ABC):
     @abc.abstractmethod
     async def pinned(self, key: str, ttl: float) -> str | None:
         """The pinned value (its TTL refreshed to ``ttl``), or None."""
+
+
+    async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
+        """``cooling``, ``counts`` and ``pinned`` at once: what routing reads before each request
+        (Redis answers it in one round trip)."""
+        left = await self.cooling(cool_keys)
+        counts = await self.counts(count_keys) if count_keys else []
+        pinned = await self.pinned(pin_key, pin_ttl) if pin_key is not None else None
+        return left, counts, pinned
 
 
 class LocalShared(SharedState):
