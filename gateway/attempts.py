@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from gateway import http_client
 from gateway.demo import demo_events
-from gateway.dialects.base import BuildOptions
+from gateway.carry import CannotCarry, judge, refusal
+from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, Event, StreamError, Usage
@@ -55,6 +56,7 @@ class Opened:
     provider: Provider
     target: Target
     attempts: list[Attempt] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # IR fields the answering upstream was sent without
     on_close: Callable[[], Awaitable[None]] | None = None  # routing: the target has one fewer in flight
 
     async def close(self) -> None:
@@ -103,21 +105,33 @@ async def _first_events(source: EventSource) -> list[Event]:
     return events
 
 
-async def _attempt(
-    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
-) -> tuple[EventSource, list[Event]]:
+def build_call(provider: Provider, target: Target, req: ChatRequest, stream: bool) -> UpstreamCall:
+    """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
-    if settings.dialect == "demo":
-        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
-        return source, await source.next_batch()
     codec = codec_for(settings.dialect)
+    dropped = judge(req, codec.limits, settings.drop_unsupported)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),
         gemini_parameters_json_schema=settings.gemini_parameters_json_schema,
-        stream=req.stream or stream_upstream,
+        stream=stream,
+        sampling_exclusive_models=None if settings.sampling_exclusive_models is None else tuple(settings.sampling_exclusive_models),
+        adaptive_thinking_models=None if settings.adaptive_thinking_models is None else tuple(settings.adaptive_thinking_models),
     )
     call = codec.build_request(req, target.upstream_model, options)
+    call.dropped[:0] = dropped
+    return call
+
+
+async def _attempt(
+    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
+) -> tuple[EventSource, list[Event], list[str]]:
+    settings = provider.settings
+    if settings.dialect == "demo":
+        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
+        return source, await source.next_batch(), []
+    codec = codec_for(settings.dialect)
+    call = build_call(provider, target, req, req.stream or stream_upstream)
     response: Response | None = None
     source = None
     try:
@@ -162,7 +176,7 @@ async def _attempt(
         _keep_usage(attempt, source)  # refused in-stream (say after message_start): its input was counted
         await source.aclose()
         raise GatewayError(leading_error.kind, leading_error.message, leading_error.status, raw=leading_error.raw, origin=settings.dialect)
-    return source, first
+    return source, first, call.dropped
 
 
 def _keep_usage(attempt: Attempt | None, source: EventSource) -> None:
@@ -216,22 +230,38 @@ async def open_upstream(
     attempts = [] if attempts is None else attempts
     if routing is not None and resolved.balanced:
         return await _open_balanced(providers, req, resolved, passthrough_dialect, stream_upstream, attempts, routing)
-    last: GatewayError | None = None
+    failures = _Failures()
     for target in resolved.targets:
-        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts)
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures)
         if isinstance(opened, Opened):
             return opened
-        last = opened
-    assert last is not None
-    last.attempts = attempts  # type: ignore[attr-defined]
-    raise last
+    raise failures.final(attempts)
+
+
+@dataclass(slots=True)
+class _Failures:
+    """What the attempts of one request ran into: the last upstream failure, and the first target
+    that could not carry the request (nothing was sent to it)."""
+
+    last: GatewayError | None = None
+    refused: GatewayError | None = None
+
+    def final(self, attempts: list[Attempt]) -> GatewayError:
+        # Only when no target could carry the request is the refusal the answer; a target that was
+        # tried and failed says more (it may answer on a retry).
+        final = self.last or self.refused
+        assert final is not None
+        final.attempts = attempts  # type: ignore[attr-defined]
+        return final
 
 
 async def _try_target(
-    providers: dict[str, Provider], target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], tries: int | None = None
-) -> Opened | GatewayError:
+    providers: dict[str, Provider], target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt],
+    failures: _Failures, tries: int | None = None,
+) -> Opened | GatewayError | None:
     """One target, with its provider's retries (or ``tries`` attempts): the opened answer, or the
-    last retryable error. A non-retryable error (the request itself is wrong) is raised."""
+    last retryable error, or None when the target cannot carry the request (nothing was sent; the
+    refusal is kept in ``failures``). A non-retryable error (the request itself is wrong) is raised."""
     provider = providers[target.provider]
     tries = provider.settings.max_retries + 1 if tries is None else tries
     last: GatewayError | None = None
@@ -240,10 +270,14 @@ async def _try_target(
         record = Attempt(provider.name, target.upstream_model)
         attempts.append(record)
         try:
-            source, first = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+            source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+        except CannotCarry as exc:
+            record.status, record.error = 400, "cannot_carry"
+            failures.refused = failures.refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
+            return None  # the next target may speak a dialect that carries it
         except GatewayError as err:
             record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
-            last = err
+            last = failures.last = err
             if err.kind not in RETRYABLE:
                 err.attempts = attempts  # type: ignore[attr-defined]
                 raise
@@ -257,7 +291,7 @@ async def _try_target(
                 await asyncio.sleep(delay)
             continue
         record.status, record.ms = 200, (time.perf_counter() - started) * 1000
-        return Opened(source, first, provider, target, attempts)
+        return Opened(source, first, provider, target, attempts, dropped)
     assert last is not None
     return last
 
@@ -272,6 +306,7 @@ async def _open_balanced(
     began = time.monotonic()
     budget = providers[resolved.targets[0].provider].settings.first_byte_timeout
     tried: set[str] = set()
+    failures = _Failures()
     last: GatewayError | None = None
     while True:
         plan = await routing.plan(req, resolved, tried)
@@ -281,7 +316,7 @@ async def _open_balanced(
             tried.add(target.key)
             await routing.started(resolved, target)
             try:
-                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, tries=1)
+                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=1)
             except BaseException:
                 await routing.ended(resolved, target)
                 raise
@@ -290,8 +325,9 @@ async def _open_balanced(
                 opened.on_close = lambda t=target: routing.ended(resolved, t)
                 return opened
             await routing.ended(resolved, target)
-            await routing.failed(resolved, target, opened.kind, opened.retry_after)
-            last = opened
+            if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)
+                await routing.failed(resolved, target, opened.kind, opened.retry_after)
+                last = opened
         # Nothing healthy left to try now: wait for the first recovery, if it comes in time.
         left = await routing.cooling(resolved.targets[: resolved.pool])
         recovery = min((s for s in left if s > 0), default=None)
@@ -302,10 +338,12 @@ async def _open_balanced(
             continue
         break
     for target in resolved.targets[resolved.pool :]:
-        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts)
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures)
         if isinstance(opened, Opened):
             return opened
-        last = opened
+        last = opened or last
+    if last is None and failures.refused is not None:
+        raise failures.final(attempts)  # no target can carry the request: the refusal is the answer
     if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded") or not tried):
         err = GatewayError(
             "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",

@@ -63,6 +63,7 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
 
@@ -107,6 +108,7 @@ class Metrics:
         self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures by provider and kind", ["provider", "kind"], registry=r)
         self.retries = Counter("gateway_retries", "Upstream attempts beyond the first", ["provider"], registry=r)
         self.fallbacks = Counter("gateway_fallbacks", "Requests answered by a fallback provider", ["provider"], registry=r)
+        self.dropped = Counter("gateway_dropped_settings", "Request settings sent upstream without (gateway/carry.py)", ["provider", "field"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -172,6 +174,8 @@ class Observer:
         ):
             if value:
                 m.tokens.labels(provider, kind).inc(value)
+        for name in record.dropped:
+            m.dropped.labels(provider, name).inc()
         for attempt in record.attempts:
             if attempt.get("error"):
                 m.upstream_errors.labels(attempt["provider"], attempt["error"]).inc()

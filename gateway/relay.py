@@ -165,6 +165,7 @@ class Relay:
             raise
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
+        headers = _note_dropped(record, opened, headers)
         record.first_byte()
         sid = await stateful.start_detached(dialect, codec, req, opened, turn)
         if req.stream:
@@ -192,6 +193,7 @@ class Relay:
             raise
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
+        headers = _note_dropped(record, opened, headers)
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
         if persist is not None:
             ctx.response_id = new_stored_id(codec.name)
@@ -331,6 +333,14 @@ class Persist:
         reply = self.builder.reply
         if reply.error is None and reply.end is not None:
             await self.stateful.persist(self.dialect, self.codec, ctx, reply, self.turn)
+
+
+def _note_dropped(record: AccessRecord, opened: Opened, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Settings the upstream was sent without (gateway/carry.py): in the log line and a response header."""
+    if not opened.dropped:
+        return headers
+    record.dropped = list(opened.dropped)
+    return [*headers, (b"x-gateway-dropped", ", ".join(opened.dropped).encode())]
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:

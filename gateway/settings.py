@@ -68,6 +68,25 @@ class ProviderSettings(BaseModel):
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
+    # Request settings this provider's dialect cannot carry that may be dropped instead of refused
+    # with a 400 (gateway/carry.py; the table is in README "What each upstream cannot carry").
+    drop_unsupported: list[str] = Field(default_factory=list)
+    # Anthropic: upstream-model globs that refuse temperature together with top_p (top_p is then
+    # dropped and reported); None = the built-in list of such Claude models, [] = always send both.
+    sampling_exclusive_models: list[str] | None = None
+    # Anthropic: upstream-model globs asked for thinking as {type: adaptive} + output_config.effort
+    # instead of {type: enabled, budget_tokens}; None = the built-in list (Claude 4.6 and later).
+    adaptive_thinking_models: list[str] | None = None
+
+    @field_validator("drop_unsupported")
+    @classmethod
+    def _known_fields(cls, value: list[str]) -> list[str]:
+        from gateway.carry import USES
+
+        unknown = [v for v in value if v not in USES]
+        if unknown:
+            raise ValueError(f"drop_unsupported: unknown field(s) {unknown}; known: {sorted(USES)}")
+        return value
 
     @field_validator("proxy")
     @classmethod

@@ -8,6 +8,11 @@ own compatibility layers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.ir import Thinking
+
 EFFORT_BUDGETS: dict[str, int] = {
     "minimal": 1024,
     "low": 2048,
@@ -29,3 +34,18 @@ def effort_for_budget(budget: int) -> str:
         if budget <= tokens:
             return effort
     return "xhigh"
+
+
+def level_of(thinking: Thinking | None) -> str | None:
+    """The effort to ask of an upstream that speaks in efforts, or None when reasoning was not asked.
+
+    The caller's effort, else its budget's, else ``medium`` (OpenAI's default) when it only said
+    "on" (Anthropic adaptive without an effort, Gemini's dynamic budget -1).
+    """
+    if thinking is None or thinking.enabled is False or thinking.effort == "none":
+        return None
+    if thinking.effort:
+        return thinking.effort
+    if thinking.budget_tokens:
+        return effort_for_budget(thinking.budget_tokens)
+    return "medium" if thinking.enabled else None

@@ -15,8 +15,10 @@ A codec is the only place that knows its wire format. It converts, in both direc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol
 
+from gateway.carry import Limit
 from gateway.errors import GatewayError
 from gateway.events import Event, Usage
 from gateway.ir import ChatRequest
@@ -48,6 +50,7 @@ class UpstreamCall:
     params: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     method: str = "POST"
+    dropped: list[str] = field(default_factory=list)  # IR fields left out of this call (gateway/carry.py)
 
 
 @dataclass(slots=True)
@@ -58,6 +61,10 @@ class BuildOptions:
     dropped_betas: tuple[str, ...] = ()  # anthropic-beta values not to forward
     gemini_parameters_json_schema: bool = False  # send tool schemas as parametersJsonSchema (Gemini)
     stream: bool = True  # ask the upstream for a stream (the caller's mode; detached runs always stream)
+    # Anthropic model globs (None: the dialect's own list, anthropic/models.py): the models that refuse
+    # temperature with top_p, and those asked for thinking as adaptive + output_config.effort.
+    sampling_exclusive_models: tuple[str, ...] | None = None
+    adaptive_thinking_models: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -98,6 +105,8 @@ class StreamEncoder(Protocol):
 
 class Codec(Protocol):
     name: str
+    limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/carry.py)
+    params: dict[str, str]  # IR field -> this dialect's own parameter name, for refusals
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest: ...
 

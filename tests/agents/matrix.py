@@ -48,6 +48,16 @@ def prompt_for(task: str, work: Path) -> str:
     return f"Read the file {work / FILE_NAME} with your file reading tool and reply with its exact content."
 
 
+# The fake Anthropic plays a current Claude, which refuses temperature with top_p: every model it
+# serves is listed as such. Gemini CLI always sends topK, which Chat and Responses have no field for:
+# those providers accept the loss (reported in the access log) rather than refuse Gemini CLI.
+PROVIDER_EXTRAS: dict[str, dict[str, Any]] = {
+    "anthropic": {"sampling_exclusive_models": ["*"]},
+    "openai-chat": {"drop_unsupported": ["top_k"]},
+    "openai-responses": {"drop_unsupported": ["top_k"]},
+}
+
+
 def gateway_config(fake_url: str, state_dir: Path) -> dict[str, Any]:
     bases = {"anthropic": fake_url, "openai-chat": fake_url + "/v1", "openai-responses": fake_url + "/v1", "gemini": fake_url}
     providers = [
@@ -60,6 +70,7 @@ def gateway_config(fake_url: str, state_dir: Path) -> dict[str, Any]:
             "first_byte_timeout": 30.0,
             "idle_timeout": 30.0,
             "connect_timeout": 5.0,
+            **PROVIDER_EXTRAS.get(d, {}),
         }
         for d in DIALECTS
     ]

@@ -97,7 +97,7 @@ def test_parse_full_request() -> None:
     assert req.tool_choice == ToolChoice("required") and req.parallel_tool_calls is False
     assert (req.temperature, req.top_p, req.top_k, req.stop) == (0.5, 0.9, 40, ["###"])
     assert req.user == "u-42" and req.metadata == {"user_id": "u-42"}
-    assert req.thinking == Thinking(enabled=True, budget_tokens=2048)
+    assert req.thinking == Thinking(enabled=True, budget_tokens=2048, include_thoughts=True)
     assert req.extras["anthropic"] == {"context_management": {"edits": [{"type": "clear_thinking_20251015"}]}, "service_tier": "auto"}
     assert req.headers == {"anthropic-beta": "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14"}
     assert req.dialect == "anthropic"
@@ -138,7 +138,7 @@ def test_tool_extras_and_adaptive_thinking_pass_through() -> None:
     ]
     req = parse({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools, "thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}})
     assert [t.name for t in req.tools] == ["f"]
-    assert req.thinking == Thinking(enabled=True, effort="high")
+    assert req.thinking == Thinking(enabled=True, effort="high", include_thoughts=True)
     body = build(req).body
     assert body["tools"] == tools
     assert body["thinking"] == {"type": "adaptive"}

@@ -232,3 +232,18 @@ def test_bad_request_is_400_naming_the_field(body, param) -> None:
     status, rendered = CODEC.render_error(err)
     assert status == 400
     assert rendered == {"error": {"message": err.message, "type": "invalid_request_error", "param": param, "code": None}}
+
+
+def test_tool_result_images_follow_in_a_user_message() -> None:
+    """A Chat tool message holds text only: the result's image comes right after, not lost."""
+    from gateway.ir import ChatRequest, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+
+    req = ChatRequest(model="m", dialect="anthropic", messages=[
+        Message("user", [TextPart("look")]),
+        Message("assistant", [ToolCallPart("call_1", "screenshot", "{}")]),
+        Message("user", [ToolResultPart("call_1", [TextPart("here"), ImagePart("image/png", "iVBORw0KGgo=")])]),
+    ])
+    messages = CODEC.build_request(req, "gpt-4.1", BuildOptions()).body["messages"]
+    assert messages[2] == {"role": "tool", "tool_call_id": "call_1", "content": "here"}
+    assert messages[3]["role"] == "user"
+    assert messages[3]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}

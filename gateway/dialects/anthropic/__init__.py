@@ -21,13 +21,15 @@ from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, request_build, request_parse, whole
+from . import errors, fields, request_build, request_parse, whole
 from .stream_decode import AnthropicStreamDecoder
 from .stream_encode import AnthropicStreamEncoder
 
 
 class AnthropicCodec:
     name = "anthropic"
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)

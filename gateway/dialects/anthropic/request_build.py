@@ -6,14 +6,22 @@ What Anthropic insists on, and how the builder satisfies it for requests from an
 * Only a top-level ``system``: ``req.system`` plus every ``role: "system"`` turn, in order.
 * Strict user/assistant alternation: consecutive same-role turns are merged; in a user turn the
   ``tool_result`` blocks come FIRST (Anthropic 400s otherwise); empty text blocks are dropped.
-* Thinking: ``budget_tokens`` must be ≥ 1024 and < ``max_tokens`` (clamped; dropped when
-  ``max_tokens`` ≤ 1024). An effort becomes a budget via ``gateway.thinking``. Thinking parts are
+* Thinking: models in ``adaptive_thinking_models`` (``models.py``; Claude 4.6 and later) get
+  ``{type: adaptive}`` with the effort in ``output_config.effort``; older ones ``{type: enabled}``
+  where ``budget_tokens`` must be ≥ 1024 and < ``max_tokens`` (clamped; dropped when
+  ``max_tokens`` ≤ 1024). An effort becomes a budget and back via ``gateway.thinking``. Thinking parts are
   sent only when made by Anthropic (``origin == "anthropic"``) and signed (or redacted).
   With thinking on, the assistant turns of the current tool-use loop (after the last user turn
   that is not only tool results) must begin with a signed thinking block; when one that calls
   tools has none (history from another provider), thinking is dropped for this request and logged,
   because Anthropic would answer 400 "Expected thinking or redacted_thinking". Forced tool use
   (``any``/``tool``) is incompatible with thinking too, and wins.
+* A JSON-schema ``response_format`` becomes ``output_config.format`` (``schema.py`` brings the
+  schema into Anthropic's subset).
+* Sampling: with thinking on, temperature/top_k (and top_p < 0.95) from another dialect are left
+  out; for models in ``sampling_exclusive_models`` top_p is left out when temperature is set.
+  Every setting left out here is named in ``UpstreamCall.dropped`` (``gateway/carry.py``), and so is
+  thinking when it has to be switched off.
 * ``anthropic-beta`` is forwarded only from Anthropic callers, minus ``options.dropped_betas``.
 * ``extras["anthropic"]`` passes through (``tools``/``thinking`` there replace the built ones).
 """
@@ -36,7 +44,10 @@ from gateway.ir import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.thinking import budget_for_effort
+from gateway.thinking import budget_for_effort, effort_for_budget
+
+from . import models
+from .schema import for_anthropic
 
 DIALECT = "anthropic"
 MIN_BUDGET = 1024
@@ -173,7 +184,7 @@ def _loop_lacks_signed_thinking(messages: list[Message]) -> bool:
     return False
 
 
-def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any]) -> dict[str, Any] | None:
+def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any], adaptive: bool, dropped: list[str]) -> dict[str, Any] | None:
     raw = extras.pop("thinking", None)
     t = req.thinking
     if t is None:
@@ -186,24 +197,79 @@ def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any]) -> dict
         return None
     if req.tool_choice is not None and req.tool_choice.mode in ("required", "tool"):
         log.warning("anthropic: thinking dropped: forced tool use is incompatible with extended thinking")
+        dropped.append("thinking")
         return None
     if _loop_lacks_signed_thinking(req.messages):
         log.warning("anthropic: thinking dropped: an assistant tool-call turn has no Anthropic-signed thinking block")
+        dropped.append("thinking")
         return None
     if isinstance(raw, dict) and raw.get("type") == "adaptive":
         return raw
-    budget = t.budget_tokens or budget_for_effort(t.effort or "medium")
-    if max_tokens <= MIN_BUDGET:
-        log.warning("anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
-        return None
-    budget = max(MIN_BUDGET, min(budget, max_tokens - 1))
-    out: dict[str, Any] = {"type": "enabled", "budget_tokens": budget}
+    if adaptive and req.dialect != DIALECT:  # the model takes (or prefers) adaptive thinking; the effort goes in output_config
+        out: dict[str, Any] = {"type": "adaptive"}
+    else:
+        budget = t.budget_tokens or budget_for_effort(t.effort or "medium")
+        if max_tokens <= MIN_BUDGET:
+            log.warning("anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
+            dropped.append("thinking")
+            return None
+        out = {"type": "enabled", "budget_tokens": max(MIN_BUDGET, min(budget, max_tokens - 1))}
     if isinstance(raw, dict) and "display" in raw:
         out["display"] = raw["display"]
     return out
 
 
-def _tools(req: ChatRequest, same: bool) -> list[dict[str, Any]]:
+# IR efforts → Anthropic's output_config.effort (low | medium | high | max)
+_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
+
+
+def _output_config(req: ChatRequest, extras: dict[str, Any], thinking: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``output_config``: an Anthropic caller's own (passed through), plus the JSON schema of a
+    structured-output request and the effort of adaptive thinking asked by another dialect."""
+    raw = extras.pop("output_config", None)
+    out: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+    rf = req.response_format
+    if rf is not None and rf.get("type") == "json_schema" and isinstance(rf.get("schema"), dict) and "format" not in out:
+        out["format"] = {"type": "json_schema", "schema": for_anthropic(rf["schema"])}
+    t = req.thinking
+    if thinking is not None and thinking.get("type") == "adaptive" and t is not None and "effort" not in out:
+        effort = t.effort or (effort_for_budget(t.budget_tokens) if t.budget_tokens else None)
+        if effort in _EFFORT:
+            out["effort"] = _EFFORT[effort]
+    return out or None
+
+
+def _sampling(req: ChatRequest, body: dict[str, Any], thinking_on: bool, exclusive: bool, dropped: list[str]) -> None:
+    """temperature / top_p / top_k, minus what the upstream refuses (each drop recorded).
+
+    With thinking Anthropic takes neither temperature nor top_k, and top_p only from 0.95; an
+    Anthropic caller gets exactly what it sent (and Anthropic's own answer). Models listed in
+    ``sampling_exclusive_models`` refuse temperature with top_p: temperature is kept.
+    """
+    same = req.dialect == DIALECT
+    temperature, top_p, top_k = req.temperature, req.top_p, req.top_k
+    if thinking_on and not same:
+        if temperature is not None:
+            dropped.append("temperature")
+            temperature = None
+        if top_k is not None:
+            dropped.append("top_k")
+            top_k = None
+        if top_p is not None and top_p < 0.95:
+            dropped.append("top_p")
+            top_p = None
+    if exclusive and temperature is not None and top_p is not None:
+        dropped.append("top_p")
+        top_p = None
+    if temperature is not None:
+        body["temperature"] = temperature
+    if top_p is not None:
+        body["top_p"] = top_p
+    if top_k is not None:
+        body["top_k"] = top_k
+
+
+def _tools(req: ChatRequest) -> list[dict[str, Any]]:
     tools = []
     for tool in req.tools:
         schema = tool.parameters if isinstance(tool.parameters, dict) else {}
@@ -213,7 +279,7 @@ def _tools(req: ChatRequest, same: bool) -> list[dict[str, Any]]:
         if tool.description:
             entry["description"] = tool.description
         entry["input_schema"] = schema
-        if same and tool.strict is not None:
+        if tool.strict is not None:  # strict tool use (structured outputs)
             entry["strict"] = tool.strict
         tools.append(entry)
     return tools
@@ -223,7 +289,9 @@ def _tool_choice(req: ChatRequest) -> dict[str, Any] | None:
     choice = req.tool_choice
     out: dict[str, Any] | None = None
     if choice is not None:
-        if choice.mode == "required":
+        if choice.mode == "required" and choice.allowed and len(choice.allowed) == 1:
+            out = {"type": "tool", "name": choice.allowed[0]}  # "one of [x]" is "x"
+        elif choice.mode == "required":
             out = {"type": "any"}
         elif choice.mode == "tool" and choice.name:
             out = {"type": "tool", "name": choice.name}
@@ -252,36 +320,31 @@ def _beta_header(req: ChatRequest, options: BuildOptions) -> str | None:
 def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
     same = req.dialect == DIALECT
     extras = dict(req.extras.get(DIALECT) or {})
+    dropped: list[str] = []
     system, messages = fold_messages(req)
     max_tokens = req.max_tokens or options.default_max_tokens
     body: dict[str, Any] = {"model": upstream_model, "max_tokens": max_tokens, "messages": messages}
     if system:
         body["system"] = system
     original_tools = extras.pop("tools", None)
-    tools = original_tools if isinstance(original_tools, list) else _tools(req, same)
+    tools = original_tools if isinstance(original_tools, list) else _tools(req)
     if tools:
         body["tools"] = tools
         choice = _tool_choice(req)
         if choice is not None:
             body["tool_choice"] = choice
-    thinking = _thinking(req, max_tokens, extras)
+    adaptive = models.matches(upstream_model, options.adaptive_thinking_models, models.ADAPTIVE_THINKING)
+    thinking = _thinking(req, max_tokens, extras, adaptive, dropped)
     thinking_on = thinking is not None and thinking.get("type") != "disabled"
     if thinking is not None:
         body["thinking"] = thinking
+    output_config = _output_config(req, extras, thinking)
+    if output_config is not None:
+        body["output_config"] = output_config
     if req.stop:
         body["stop_sequences"] = req.stop
-    if not thinking_on or same:
-        # Anthropic rejects temperature/top_k (and top_p < 0.95) with thinking; a same-dialect
-        # caller asked for exactly this, others get the defaults.
-        if req.temperature is not None:
-            body["temperature"] = req.temperature
-        # Current Claude models refuse temperature and top_p together ("cannot both be
-        # specified"); Gemini CLI always sends both: keep temperature, unless the caller is
-        # Anthropic and asked for exactly this.
-        if req.top_p is not None and (same or req.temperature is None):
-            body["top_p"] = req.top_p
-        if req.top_k is not None:
-            body["top_k"] = req.top_k
+    exclusive = models.matches(upstream_model, options.sampling_exclusive_models, models.SAMPLING_EXCLUSIVE)
+    _sampling(req, body, thinking_on, exclusive, dropped)
     if same and req.metadata:
         body["metadata"] = req.metadata
     elif req.user:
@@ -292,4 +355,4 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     beta = _beta_header(req, options)
     if beta:
         headers["anthropic-beta"] = beta
-    return UpstreamCall("/v1/messages", body, headers=headers)
+    return UpstreamCall("/v1/messages", body, headers=headers, dropped=dropped)

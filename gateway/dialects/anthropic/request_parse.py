@@ -287,7 +287,8 @@ def _thinking(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) ->
     if thinking is not None:
         ttype = get_str(thinking, "type", "thinking.type", required=True)
         display = get_str(thinking, "display", "thinking.display")
-        include = None if display is None else display != "omitted"
+        # Anthropic returns (summarised) thinking text unless display is "omitted": ask the same of others
+        include = display != "omitted"
         if ttype == "enabled":
             budget = get_int(thinking, "budget_tokens", "thinking.budget_tokens", required=True, minimum=1)
             req.thinking = Thinking(enabled=True, budget_tokens=budget, include_thoughts=include)

@@ -16,7 +16,7 @@ from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, request_build, request_parse, whole
+from . import errors, fields, request_build, request_parse, whole
 from .json_array import JsonArrayStreamEncoder
 from .schema import convert_for_gemini
 from .stream_decode import GeminiStreamDecoder
@@ -25,6 +25,8 @@ from .stream_encode import GeminiStreamEncoder
 
 class GeminiCodec:
     name = "gemini"
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)

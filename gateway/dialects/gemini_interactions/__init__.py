@@ -16,7 +16,7 @@ from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, request_build, request_parse, whole
+from . import errors, fields, request_build, request_parse, whole
 from .stream_decode import InteractionsStreamDecoder
 from .stream_encode import DONE_FRAME, InteractionsStreamEncoder, event_id_for, parse_event_id
 
@@ -27,6 +27,8 @@ __all__ = ["CODEC", "InteractionsCodec", "InteractionsStreamDecoder", "Interacti
 
 class InteractionsCodec:
     name = DIALECT
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)

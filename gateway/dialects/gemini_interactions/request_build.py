@@ -20,7 +20,7 @@ from typing import Any
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.thinking import effort_for_budget
+from gateway.thinking import level_of
 
 DIALECT = "gemini-interactions"
 
@@ -89,9 +89,7 @@ def _generation_config(req: ChatRequest) -> dict[str, Any]:
         gen["stop_sequences"] = list(req.stop)
     th = req.thinking
     if th is not None:
-        level = th.effort
-        if level is None and th.budget_tokens is not None:
-            level = effort_for_budget(th.budget_tokens)
+        level = level_of(th)
         if level is None and th.enabled is False:
             level = "minimal"  # Gemini 3 cannot switch thinking off; minimal is the floor
         if level is not None:

@@ -4,8 +4,9 @@ Always streamed with ``stream_options.include_usage`` so usage arrives. Limits u
 ``max_completion_tokens`` (``max_tokens`` is deprecated and rejected by reasoning models).
 Thinking parts are dropped: Chat takes no reasoning input and no signatures. Tool results become
 one ``tool`` message each, placed before any other content of the same user turn (Chat wants them
-right after the assistant's ``tool_calls``). ``metadata`` is only sent with ``store``, which OpenAI
-requires.
+right after the assistant's ``tool_calls``); a tool message holds text only, so a result's images
+and files follow in the user message after them. ``metadata`` is only sent with ``store``, which
+OpenAI requires (otherwise it is dropped and reported, ``fields.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import openai_user, log
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from gateway.thinking import effort_for_budget
+from gateway.thinking import level_of
 
 DIALECT = "openai-chat"
 AUDIO_FORMATS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/wav": "wav", "audio/x-wav": "wav"}
@@ -52,9 +53,13 @@ def _user(msg: Message, out: list[dict[str, Any]]) -> None:
     for part in msg.content:
         if isinstance(part, ToolResultPart):
             texts = [p.text for p in part.content if isinstance(p, TextPart)]
-            if len(texts) != len(part.content):
-                log.warning("openai-chat: non-text tool result content cannot be sent to Chat Completions; dropped")
             out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": "".join(texts)})
+            # A tool message holds text only: its images and files follow in the user message
+            # after the tool messages (the model sees them right after the result they belong to).
+            media = [m for p in part.content if isinstance(p, (ImagePart, FilePart)) and (m := _content_part(p)) is not None]
+            if media:
+                rest.append({"type": "text", "text": f"(attached to the result of tool call {part.tool_call_id})"})
+                rest.extend(media)
         elif isinstance(part, (TextPart, ImagePart, FilePart)):
             encoded = _content_part(part)
             if encoded is not None:
@@ -153,12 +158,9 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         body["store"] = req.store
     if req.metadata and req.store:
         body["metadata"] = req.metadata
-    thinking = req.thinking
-    if thinking is not None and thinking.enabled is not False:
-        if thinking.effort:
-            body["reasoning_effort"] = thinking.effort
-        elif thinking.budget_tokens is not None:
-            body["reasoning_effort"] = effort_for_budget(thinking.budget_tokens)
+    effort = level_of(req.thinking)
+    if effort is not None:
+        body["reasoning_effort"] = effort
     response_format = _response_format(req.response_format)
     if response_format is not None:
         body["response_format"] = response_format

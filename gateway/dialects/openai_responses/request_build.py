@@ -23,7 +23,7 @@ from gateway.ir import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.thinking import effort_for_budget
+from gateway.thinking import level_of
 
 from .request_parse import FILE_ID_SCHEME
 
@@ -56,8 +56,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         body["temperature"] = req.temperature
     if req.top_p is not None:
         body["top_p"] = req.top_p
-    if req.stop:
-        log.warning("openai-responses has no stop sequences; %d dropped", len(req.stop))
+    # stop has no Responses field: refused or dropped before this builder runs (fields.py)
 
     reasoning = _reasoning(req, extras)
     include: list[str] = list(extras.get("include") or [])
@@ -103,10 +102,9 @@ def _reasoning(req: ChatRequest, extras: dict[str, Any]) -> dict[str, Any] | Non
     if t is None or t.enabled is False:
         return None
     out: dict[str, Any] = dict(extras.get("reasoning_extra") or {})
-    if t.effort:
-        out["effort"] = t.effort
-    elif t.budget_tokens:
-        out["effort"] = effort_for_budget(t.budget_tokens)
+    effort = level_of(t) if req.dialect != DIALECT or t.effort else None  # a Responses caller's own summary-only ask stays so
+    if effort is not None:
+        out["effort"] = effort
     summary = extras.get("reasoning_summary")
     if summary is not None:
         out["summary"] = summary
