@@ -240,3 +240,38 @@ def test_no_switch_after_the_first_byte(deployments: Deployments) -> None:
                     text += chunk.choices[0].delta.content
     assert text == "from a"
     assert deployments.hits == ["a"]  # the cut after a byte is an error in the stream, not a switch to b
+
+
+def test_check_config_shows_targets_strategy_weights_and_fallbacks(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "g.toml"
+    path.write_text(
+        '[[providers]]\nname = "claude"\ndialect = "anthropic"\nbase_url = "http://127.0.0.1:9"\napi_key = "k"\n'
+        '[[providers]]\nname = "openai"\ndialect = "openai-chat"\nbase_url = "http://127.0.0.1:9"\napi_key = "k"\n'
+        '[[routes]]\nmodel = "smart"\nstrategy = "weighted"\naffinity = "session"\ncooldown_seconds = 30\nfallbacks = ["openai:gpt-4.1"]\n'
+        'targets = [{ provider = "claude", upstream_model = "a", weight = 3 }, { provider = "claude", upstream_model = "b", weight = 1, rpm = 100 }]\n'
+    )
+    out = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(path), "--model", "smart"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "strategy weighted, affinity session, cooldown 30s" in out.stdout
+    assert "target claude:a weight 3 (75% of traffic)" in out.stdout
+    assert "target claude:b weight 1 (25% of traffic), rpm 100" in out.stdout
+    assert "fallback openai:gpt-4.1" in out.stdout
+    path.write_text(path.read_text().replace('model = "smart"', 'model = "smart"\nprovider = "claude"'))
+    bad = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(path)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "either provider or targets" in bad.stderr
+
+
+def test_affinity_from_anthropic_metadata_user_id(deployments: Deployments) -> None:
+    with gateway(deployments, ["a", "b", "c"], strategy="weighted", affinity="session") as url:
+        import anthropic
+
+        client = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+        for user in ("u1", "u2", "u3"):
+            texts = {
+                client.messages.create(model="text", max_tokens=10, metadata={"user_id": user}, messages=[{"role": "user", "content": "hi"}]).content[0].text  # type: ignore[union-attr]
+                for _ in range(15)
+            }
+            assert len(texts) == 1, texts
