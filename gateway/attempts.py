@@ -57,16 +57,18 @@ class Opened:
     target: Target
     attempts: list[Attempt] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # IR fields the answering upstream was sent without
-    on_close: Callable[[], Awaitable[None]] | None = None  # routing: the target has one fewer in flight
+    on_close: Callable[[Usage | None], Awaitable[None]] | None = None  # routing: one fewer in flight, the tokens it used
 
-    async def close(self) -> None:
-        """Close the upstream answer and tell routing the target is done with it."""
+    async def close(self, usage: Usage | None = None) -> None:
+        """Close the upstream answer and tell routing the target is done with it, and the tokens
+        it used (``usage``: what the caller's record merged; else what the decoder read)."""
+        usage = usage or self.source.usage_so_far()
         try:
             await self.source.aclose()
         finally:
             done, self.on_close = self.on_close, None
             if done is not None:
-                await done()
+                await done(usage)
 
 
 def _retry_after(response: Response) -> float | None:
@@ -322,7 +324,7 @@ async def _open_balanced(
                 raise
             if isinstance(opened, Opened):
                 await routing.served(resolved, target, plan, attempts[-1].ms / 1000)
-                opened.on_close = lambda t=target: routing.ended(resolved, t)
+                opened.on_close = lambda usage, t=target: routing.ended(resolved, t, usage)
                 return opened
             await routing.ended(resolved, target)
             if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)

@@ -206,7 +206,7 @@ class Relay:
             # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
             # upstream had reported so far, including usage a dialect holds back until its end.
             record.add_usage(opened.source.usage_so_far())
-            await opened.close()
+            await opened.close(Usage(record.input_tokens, record.output_tokens))
 
     def _note_failed_attempts(self, record: AccessRecord, attempts: list[Attempt]) -> None:
         """No attempt answered: log each one, and keep the usage of the last that reported any

@@ -4,8 +4,10 @@
 
 * ``plan`` — the pool's targets that are not cooling, in the strategy's order, a session's pinned
   target first while it is healthy; and, when some are cooling, how soon the first recovers.
-* ``admit`` — take one request of a target's ``rpm`` (a shared per-minute counter): a target at its
-  limit is passed over, never called.
+* ``admit`` — take one request of a target's ``rpm`` (a shared per-minute counter), and check its
+  ``tpm`` (tokens of the answers that ended this minute): a target at a limit is passed over,
+  never called. Tokens are counted when an answer ends, so requests already running when the
+  limit is reached may go past it by their own size.
 * ``failed`` — a failure before the first byte cools the target for ``cooldown_seconds`` or its
   ``Retry-After`` when longer; cooldowns only grow (``SharedState.cool``).
 * ``served`` — pin the session to the target that answered (it stays there while healthy; after a
@@ -27,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from gateway.affinity import pin_key, session_of
 from gateway.balance import Latency, order
+from gateway.events import Usage
 from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
 from gateway.store.shared import LocalShared, SharedState
@@ -114,10 +117,17 @@ class Routing:
         return Plan(ordered, recovery, session, pinned)
 
     async def admit(self, resolved: Resolved, target: Target) -> bool:
-        """Count one request against the target's rpm; False when it is at its limit this minute."""
+        """Count one request against the target's rpm; False when it is at its rpm limit this
+        minute, or its tokens this minute (counted as answers end, ``ended``) reached its tpm."""
+        minute = int(time.time() // 60)
+        if target.tpm is not None:
+            (tokens,) = await self.shared.counts([f"tpm:{target.key}:{minute}"])
+            if tokens >= target.tpm:
+                self.metrics.cooling.labels(resolved.route, target.key, "tpm").inc()
+                return False
         if target.rpm is None:
             return True
-        used = await self.shared.add(f"rpm:{target.key}:{int(time.time() // 60)}", 1, 120.0)
+        used = await self.shared.add(f"rpm:{target.key}:{minute}", 1, 120.0)
         if used > target.rpm:
             self.metrics.cooling.labels(resolved.route, target.key, "rpm").inc()
             return False
@@ -128,10 +138,15 @@ class Routing:
         if resolved.strategy == "least_busy":
             await self.shared.add("busy:" + target.key, 1, IN_FLIGHT_TTL)
 
-    async def ended(self, resolved: Resolved, target: Target) -> None:
-        """The attempt failed, or the answer it opened was closed: one fewer in flight."""
+    async def ended(self, resolved: Resolved, target: Target, usage: Usage | None = None) -> None:
+        """The attempt failed, or the answer it opened was closed: one fewer in flight, and its
+        tokens (input + output, as the upstream reported them) count against the target's tpm."""
         if resolved.strategy == "least_busy":
             await self.shared.add("busy:" + target.key, -1, IN_FLIGHT_TTL)
+        if target.tpm is not None and usage is not None:
+            tokens = (usage.input or 0) + (usage.output or 0)
+            if tokens:
+                await self.shared.add(f"tpm:{target.key}:{int(time.time() // 60)}", tokens, 120.0)
 
     async def failed(self, resolved: Resolved, target: Target, kind: str, retry_after: float | None) -> None:
         self.metrics.failed.labels(resolved.route, target.key, kind).inc()

@@ -126,7 +126,7 @@ class TargetSettings(BaseModel):
     upstream_model: str | None = None  # default: the name the caller sent
     weight: float = Field(default=1.0, ge=0)  # strategy "weighted": share of the traffic
     rpm: int | None = Field(default=None, ge=1)  # requests a minute; at its limit the target is passed over
-    tpm: int | None = Field(default=None, ge=1)  # accepted; not enforced yet (see README "Routes over several targets")
+    tpm: int | None = Field(default=None, ge=1)  # tokens a minute (input + output, counted as answers end)
 
 
 class RouteSettings(BaseModel):

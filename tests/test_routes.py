@@ -275,3 +275,26 @@ def test_affinity_from_anthropic_metadata_user_id(deployments: Deployments) -> N
                 for _ in range(15)
             }
             assert len(texts) == 1, texts
+
+
+def test_access_log_names_the_target_that_served_and_those_tried(deployments: Deployments) -> None:
+    from tests.support.access_log import capture_access_log
+
+    deployments.behaviour["a"] = Behaviour(fail=[503])
+    cfg = config(deployments.url, ["a", "b"], strategy="ordered")  # type: ignore[attr-defined]
+    cfg["server"]["access_log"] = True
+    with capture_access_log() as log, ServerThread(create_app(Settings(**cfg))) as server, httpx.Client(timeout=10) as client:
+        r = ask(client, server.url, {"x-request-id": "req-routes-1"})
+        assert served_by(r) == "b"
+        line = log.line("req-routes-1")
+    assert line["route"] == "text" and line["provider"] == "up" and line["upstream_model"] == "b"
+    assert [(a["upstream_model"], a["status"]) for a in line["attempts"]] == [("a", 503), ("b", 200)]
+
+
+def test_per_target_tpm_passes_the_target_over(deployments: Deployments) -> None:
+    # each answer reports 3 + 2 = 5 tokens: after two answers a is at its 10 tokens a minute
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 10}]) as url, httpx.Client(timeout=10) as client:
+        served = [served_by(ask(client, url)) for _ in range(4)]
+    if served[:2] == ["a", "a"] and time.time() % 60 > 2:
+        assert served[2:] == ["b", "b"]
+    assert deployments.count("a") == served.count("a")
