@@ -303,7 +303,7 @@ async def _open_balanced(
 ) -> Opened:
     """A route over several targets: each healthy target once, in the strategy's order (the
     session's target first); a failure cools the target and moves on at once (the others are the
-    retry). When every target is cooling, wait for the first to recover if that falls within the
+    retry; the last healthy one gets its provider's ``max_retries``). When every target is cooling, wait for the first to recover if that falls within the
     first-byte budget, else go to the fallbacks, else answer 429/503 with ``Retry-After``."""
     began = time.monotonic()
     budget = providers[resolved.targets[0].provider].settings.first_byte_timeout
@@ -312,13 +312,15 @@ async def _open_balanced(
     last: GatewayError | None = None
     while True:
         plan = await routing.plan(req, resolved, tried)
-        for target in plan.candidates:
+        for number, target in enumerate(plan.candidates):
             if not await routing.admit(resolved, target):
                 continue
             tried.add(target.key)
             await routing.started(resolved, target)
+            # Another healthy target is the retry; the last one left gets its provider's retries.
+            tries = 1 if number + 1 < len(plan.candidates) else None
             try:
-                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=1)
+                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=tries)
             except BaseException:
                 await routing.ended(resolved, target)
                 raise

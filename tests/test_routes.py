@@ -298,3 +298,15 @@ def test_per_target_tpm_passes_the_target_over(deployments: Deployments) -> None
     if served[:2] == ["a", "a"] and time.time() % 60 > 2:
         assert served[2:] == ["b", "b"]
     assert deployments.count("a") == served.count("a")
+
+
+def test_the_last_healthy_target_gets_its_providers_retries(deployments: Deployments) -> None:
+    """A one-target pool (or the last healthy target) is retried like a ``provider`` route,
+    so one transient error does not cool the only deployment."""
+    deployments.behaviour["a"] = Behaviour(fail=[500])
+    cfg = config(deployments.url, ["a"], strategy="ordered")  # type: ignore[attr-defined]
+    cfg["providers"][0].update(max_retries=1, retry_backoff=0.01)
+    with ServerThread(create_app(Settings(**cfg))) as server, httpx.Client(timeout=10) as client:
+        assert served_by(ask(client, server.url)) == "a"
+        assert served_by(ask(client, server.url)) == "a"
+    assert deployments.hits == ["a", "a", "a"]
