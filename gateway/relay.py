@@ -168,6 +168,7 @@ class Relay:
         headers = _note_dropped(record, opened, headers)
         record.first_byte()
         sid = await stateful.start_detached(dialect, codec, req, opened, turn)
+        await self.state.routing.chain(req, resolved, opened.target, sid)
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
             await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers), receive)
@@ -197,6 +198,7 @@ class Relay:
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
         if persist is not None:
             ctx.response_id = new_stored_id(codec.name)
+            await self.state.routing.chain(req, resolved, opened.target, ctx.response_id)
         try:
             if req.stream:
                 await self._stream(codec, ctx, opened, send, record, headers, persist)

@@ -159,5 +159,16 @@ class Routing:
         if plan.session is not None and plan.pinned != target.key:
             await self.shared.pin(plan.session, target.key, resolved.affinity_ttl)
 
+    async def chain(self, req: ChatRequest, resolved: Resolved, target: Target, new_id: str | None) -> None:
+        """A stored answer's id will be the next turn's ``previous_response_id`` /
+        ``previous_interaction_id``: when that is how this conversation is known (no
+        ``x-session-id``, no user), pin the new id to the target that answered, so the next turn
+        follows this one."""
+        if not resolved.balanced or resolved.affinity != "session" or new_id is None:
+            return
+        sid = session_of(req)
+        if sid is None or sid.startswith("p:"):
+            await self.shared.pin(pin_key(resolved.route, "p:" + new_id), target.key, resolved.affinity_ttl)
+
     async def cooling(self, targets: Sequence[Target]) -> list[float]:
         return await self.shared.cooling([t.key for t in targets])

@@ -310,3 +310,17 @@ def test_the_last_healthy_target_gets_its_providers_retries(deployments: Deploym
         assert served_by(ask(client, server.url)) == "a"
         assert served_by(ask(client, server.url)) == "a"
     assert deployments.hits == ["a", "a", "a"]
+
+
+def test_affinity_follows_a_previous_response_id_chain(deployments: Deployments) -> None:
+    """No session header, no user: each stored turn pins its new id, so the next turn (sent with
+    ``previous_response_id``) stays on the target that answered the first."""
+    with gateway(deployments, ["a", "b", "c"], strategy="weighted", affinity="session") as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        for _ in range(4):
+            deployments.hits.clear()
+            previous = None
+            for _ in range(4):
+                r = client.responses.create(model="text", input="hi", previous_response_id=previous)  # type: ignore[arg-type]
+                previous = r.id
+            assert len(set(deployments.hits)) == 1, deployments.hits
