@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import sys
 import time
 from collections.abc import Iterator
@@ -41,6 +42,11 @@ model = "text"
 strategy = "ordered"
 cooldown_seconds = 30
 targets = [{{ provider = "up", upstream_model = "a" }}, {{ provider = "up", upstream_model = "b" }}]
+
+[[routes]]
+model = "busy"
+strategy = "least_busy"
+targets = [{{ provider = "up", upstream_model = "f" }}, {{ provider = "up", upstream_model = "g" }}]
 
 [[routes]]
 model = "chat"
@@ -100,6 +106,17 @@ def test_two_replicas_share_cooldowns_and_affinity(deployments: Deployments, red
         for _ in range(10):  # the other replica knows a is cooling: it never calls it
             assert _ask(url_b, "text") == "b"
         assert deployments.count("a") == 1
+        # a long stream held through replica A: replica B sends its requests to the other target
+        deployments.behaviour["f"] = Behaviour(hold=4.0)
+        deployments.behaviour["g"] = Behaviour(hold=4.0)
+        holder = threading.Thread(target=lambda: httpx.post(url_a + "/v1/chat/completions", json={"model": "busy", "stream": True, "messages": [{"role": "user", "content": "hold"}]}, timeout=20))
+        holder.start()
+        deadline = time.monotonic() + 5
+        while not any(deployments.open.values()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        held = next(m for m, n in deployments.open.items() if n)
+        assert {_ask(url_b, "busy") for _ in range(10)} == {"g" if held == "f" else "f"}
+        holder.join()
         for session in ("s1", "s2", "s3"):
             home = _ask(url_a, "chat", session)
             assert {_ask(u, "chat", session) for u in (url_a, url_b) for _ in range(10)} == {home}
