@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gateway.affinity import pin_key, session_of
 from gateway.balance import Latency, order
@@ -50,13 +50,14 @@ class RoutingMetrics:
         kw = {"registry": registry}
         self.selected = Counter("gateway_target_selected", "Attempts sent to a route's target", ["route", "target"], **kw)
         self.failed = Counter("gateway_target_failed", "A route's target failing before the first byte", ["route", "target", "kind"], **kw)
-        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm-limited) target", ["route", "target", "reason"], **kw)
+        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm/tpm-limited) target", ["route", "target", "reason"], **kw)
+        self.cooldown = Gauge("gateway_target_cooldown_seconds", "Cooldown left on a route's target, as this replica last saw it", ["route", "target"], **kw)
 
 
 class _Route:
     """What routing precomputes once per route: the pool, its store keys, its metric children."""
 
-    __slots__ = ("pool", "keys", "busy", "selected", "skipped", "failed")
+    __slots__ = ("pool", "keys", "busy", "selected", "skipped", "failed", "cooldown", "cooling_seen")
 
     def __init__(self, resolved: Resolved, metrics: RoutingMetrics) -> None:
         self.pool = resolved.targets[: resolved.pool]
@@ -65,6 +66,8 @@ class _Route:
         self.selected = {k: metrics.selected.labels(resolved.route, k) for k in self.keys}
         self.skipped = {k: metrics.cooling.labels(resolved.route, k, "cooling") for k in self.keys}
         self.failed = metrics.failed
+        self.cooldown = {k: metrics.cooldown.labels(resolved.route, k) for k in self.keys}
+        self.cooling_seen = False  # the gauges show a cooldown: refresh them until none is left
 
 
 class Routing:
@@ -94,7 +97,12 @@ class Routing:
         left, busy, pinned = await self.shared.snapshot(route.keys, route.busy if least_busy else (), session, resolved.affinity_ttl)
         recovery = None
         in_flight: list[int] | None = None
-        if exclude or any(left):
+        cooling = any(left)
+        if cooling or route.cooling_seen:
+            route.cooling_seen = cooling
+            for key, s in zip(route.keys, left):
+                route.cooldown[key].set(s)
+        if exclude or cooling:
             healthy = []
             in_flight = [] if least_busy else None
             for i, (t, s) in enumerate(zip(route.pool, left)):
@@ -152,7 +160,10 @@ class Routing:
         self.metrics.failed.labels(resolved.route, target.key, kind).inc()
         seconds = max(resolved.cooldown, retry_after or 0.0)
         if seconds > 0:
-            await self.shared.cool(target.key, seconds)
+            left = await self.shared.cool(target.key, seconds)
+            route = self._route(resolved)
+            route.cooldown[target.key].set(left)
+            route.cooling_seen = True
 
     async def served(self, resolved: Resolved, target: Target, plan: Plan, first_token_seconds: float) -> None:
         self.latency.observe(target.key, first_token_seconds)

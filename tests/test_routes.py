@@ -226,6 +226,10 @@ def test_fallbacks_after_every_target_failed(deployments: Deployments) -> None:
         metrics = client.get(url + "/metrics").text
     assert 'gateway_target_failed_total{kind="api_error",route="text",target="up:a"} 1.0' in metrics
     assert 'gateway_target_selected_total{route="text",target="up:b"} 1.0' in metrics
+    import re
+
+    left = re.search(r'gateway_target_cooldown_seconds\{route="text",target="up:a"\} ([0-9.e+]+)', metrics)
+    assert left is not None and 25 < float(left.group(1)) <= 30  # the default 30 s cooldown, as it was set
 
 
 def test_no_switch_after_the_first_byte(deployments: Deployments) -> None:
