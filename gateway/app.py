@@ -48,6 +48,7 @@ class GatewayState:
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
     routing: Any = None  # gateway.routing.Routing: balancing, cooldowns, affinity (shared through the store)
+    telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
     started: float = field(default_factory=time.time)
 
 
@@ -148,6 +149,9 @@ def create_state(settings: Settings) -> GatewayState:
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
     state.routing = Routing(registry=observer.metrics.registry)
+    from gateway.telemetry_setup import telemetry_from_settings
+
+    state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
         if provider.dialect != "demo":
@@ -176,6 +180,8 @@ def create_app(settings: Settings) -> Starlette:
             for provider in state.providers.values():
                 await provider.close()
             await store.close()
+            if state.telemetry is not None:
+                await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
             state.observer.stop()
 
     app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)

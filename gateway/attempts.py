@@ -33,6 +33,7 @@ from gateway.upstream import Provider
 
 if TYPE_CHECKING:
     from gateway.routing import Routing
+    from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.attempts")
 
@@ -218,6 +219,7 @@ async def open_upstream(
     passthrough_dialect: str | None = None,
     *,
     stream_upstream: bool = False,
+    trace: RequestTrace | None = None,
     attempts: list[Attempt] | None = None,
     routing: Routing | None = None,
 ) -> Opened:
@@ -228,13 +230,14 @@ async def open_upstream(
     ``attempts``: the list each attempt is appended to as it starts, so a caller that is cancelled
     meanwhile (the client hung up) still knows what was tried and what it used.
     ``routing``: for a route with ``targets``, the balancer, cooldowns and affinity (routing.py);
-    without it every route is tried in its configured order."""
+    without it every route is tried in its configured order.
+    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace."""
     attempts = [] if attempts is None else attempts
     if routing is not None and resolved.balanced:
-        return await _open_balanced(providers, req, resolved, passthrough_dialect, stream_upstream, attempts, routing)
+        return await _open_balanced(providers, req, resolved, passthrough_dialect, stream_upstream, attempts, routing, trace)
     failures = _Failures()
-    for target in resolved.targets:
-        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures)
+    for fallback, target in enumerate(resolved.targets):
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, trace=trace, fallback=fallback)
         if isinstance(opened, Opened):
             return opened
     raise failures.final(attempts)
@@ -259,7 +262,7 @@ class _Failures:
 
 async def _try_target(
     providers: dict[str, Provider], target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt],
-    failures: _Failures, tries: int | None = None,
+    failures: _Failures, tries: int | None = None, trace: RequestTrace | None = None, fallback: int = 0,
 ) -> Opened | GatewayError | None:
     """One target, with its provider's retries (or ``tries`` attempts): the opened answer, or the
     last retryable error, or None when the target cannot carry the request (nothing was sent; the
@@ -271,14 +274,19 @@ async def _try_target(
         started = time.perf_counter()
         record = Attempt(provider.name, target.upstream_model)
         attempts.append(record)
+        span = trace.attempt_started_for(provider, target, req, fallback, req.stream or stream_upstream) if trace is not None else None
         try:
             source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
         except CannotCarry as exc:
             record.status, record.error = 400, "cannot_carry"
+            if span is not None:  # as in the access log: the target was considered, nothing was sent
+                trace.attempt_failed(span, None, "cannot_carry")  # type: ignore[union-attr]
             failures.refused = failures.refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
             return None  # the next target may speak a dialect that carries it
         except GatewayError as err:
             record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
+            if span is not None:
+                trace.attempt_failed(span, err)  # type: ignore[union-attr]
             last = failures.last = err
             if err.kind not in RETRYABLE:
                 err.attempts = attempts  # type: ignore[attr-defined]
@@ -292,14 +300,21 @@ async def _try_target(
                 log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
                 await asyncio.sleep(delay)
             continue
+        except BaseException as exc:  # cancelled (the caller left) or a bug: the span still ends
+            if span is not None:
+                trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)  # type: ignore[union-attr]
+            raise
         record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+        if span is not None:
+            trace.attempt_opened(span, first)  # type: ignore[union-attr]
         return Opened(source, first, provider, target, attempts, dropped)
     assert last is not None
     return last
 
 
 async def _open_balanced(
-    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], routing: Routing
+    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], routing: Routing,
+    trace: RequestTrace | None = None,
 ) -> Opened:
     """A route over several targets: each healthy target once, in the strategy's order (the
     session's target first); a failure cools the target and moves on at once (the others are the
@@ -320,7 +335,7 @@ async def _open_balanced(
             # Another healthy target is the retry; the last one left gets its provider's retries.
             tries = 1 if number + 1 < len(plan.candidates) else None
             try:
-                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=tries)
+                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=tries, trace=trace)
             except BaseException:
                 await routing.ended(resolved, target)
                 raise
@@ -341,8 +356,8 @@ async def _open_balanced(
             tried.clear()
             continue
         break
-    for target in resolved.targets[resolved.pool :]:
-        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures)
+    for fallback, target in enumerate(resolved.targets[resolved.pool :], 1):
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, trace=trace, fallback=fallback)
         if isinstance(opened, Opened):
             return opened
         last = opened or last

@@ -148,6 +148,27 @@ class StoreSettings(BaseModel):
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
 
 
+class TelemetrySettings(BaseModel):
+    """OpenTelemetry export (gateway/telemetry.py). Off unless an endpoint is set here or in the
+    standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variables."""
+
+    otlp_endpoint: str | None = None  # OTLP/HTTP base URL, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics appended)
+    service_name: str = "llm-gateway"  # OTEL_SERVICE_NAME wins when set
+    capture_content: bool = False  # prompts, completions and tool arguments on spans only when true
+    shutdown_seconds: float = 5.0  # at most this long flushing spans and metrics on shutdown
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_is_http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)")
+        return value or None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")
 
@@ -156,6 +177,7 @@ class Settings(BaseSettings):
     providers: list[ProviderSettings] = Field(default_factory=list)
     routes: list[RouteSettings] = Field(default_factory=list)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def settings_customise_sources(
