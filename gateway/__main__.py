@@ -89,14 +89,30 @@ def _check_config(args: argparse.Namespace) -> int:
         has_key = "key set" if p.key() else ("no key needed" if p.dialect == "demo" else "NO KEY")
         print(f"  provider {p.name}: {p.dialect} {p.base_url} ({has_key})")
     for r in settings.routes:
-        chain = " -> ".join([f"{r.provider}:{r.upstream_model or '<same name>'}", *r.fallbacks])
+        if r.provider is not None:
+            chain = " -> ".join([f"{r.provider}:{r.upstream_model or '<same name>'}", *r.fallbacks])
+        else:
+            pool = ", ".join(f"{t.provider}:{t.upstream_model or '<same name>'}" for t in r.targets)
+            chain = " -> ".join([f"{r.strategy}[{pool}]", *r.fallbacks])
         print(f"  route {r.model}: {chain}")
     for name in args.model or []:
         try:
             resolved = router.resolve(name)
-            print(f"  {name} resolves via {resolved.route!r} to " + " -> ".join(f"{t.provider}:{t.upstream_model}" for t in resolved.targets))
         except Exception as exc:
             print(f"  {name}: {exc}")
+            continue
+        if not resolved.balanced:
+            print(f"  {name} resolves via {resolved.route!r} to " + " -> ".join(f"{t.provider}:{t.upstream_model}" for t in resolved.targets))
+            continue
+        print(f"  {name} resolves via {resolved.route!r}: strategy {resolved.strategy}, affinity {resolved.affinity}, cooldown {resolved.cooldown:g}s")
+        pool = resolved.targets[: resolved.pool]
+        total = sum(t.weight for t in pool) or 1.0
+        for t in pool:
+            limits = "".join(f", {k} {v}" for k, v in (("rpm", t.rpm), ("tpm", t.tpm)) if v is not None)
+            share = f" ({t.weight / total:.0%} of traffic)" if resolved.strategy == "weighted" else ""
+            print(f"    target {t.provider}:{t.upstream_model} weight {t.weight:g}{share}{limits}")
+        for t in resolved.targets[resolved.pool :]:
+            print(f"    fallback {t.provider}:{t.upstream_model}")
     return 0
 
 

@@ -28,6 +28,7 @@ from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
 from gateway.relay import Relay
 from gateway.router import Router
+from gateway.routing import Routing
 from gateway.settings import Settings
 from gateway.stateful import Stateful
 from gateway.store import open_store
@@ -47,6 +48,7 @@ class GatewayState:
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
+    routing: Any = None  # gateway.routing.Routing: balancing, cooldowns, affinity (shared through the store)
     telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
     started: float = field(default_factory=time.time)
     keys_ring: Any = None  # gateway.keys.KeyRing: named keys (config + admin API)
@@ -169,6 +171,7 @@ def create_state(settings: Settings) -> GatewayState:
     state.ledger = Ledger(PriceBook(settings.prices, settings.spend.price_database), providers, state.keys_ring, observer.metrics)
     observer.ledger = state.ledger
     state.limiter = Limiter(state)
+    state.routing = Routing(registry=observer.metrics.registry)
     from gateway.telemetry_setup import telemetry_from_settings
 
     state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
@@ -198,6 +201,7 @@ def create_app(settings: Settings) -> Starlette:
         except Exception:
             log.exception("could not read the key records from the store; retrying in the background")
         refresher = asyncio.create_task(_refresh_keys(state, store))
+        state.routing.shared = store.shared()  # cooldowns and pins every replica on this store sees
         try:
             yield
         finally:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from gateway.source import EventSource, HttpEventSource, ListEventSource
 from gateway.upstream import Provider
 
 if TYPE_CHECKING:
+    from gateway.routing import Routing
     from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.attempts")
@@ -56,6 +58,18 @@ class Opened:
     target: Target
     attempts: list[Attempt] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # IR fields the answering upstream was sent without
+    on_close: Callable[[Usage | None], Awaitable[None]] | None = None  # routing: one fewer in flight, the tokens it used
+
+    async def close(self, usage: Usage | None = None) -> None:
+        """Close the upstream answer and tell routing the target is done with it, and the tokens
+        it used (``usage``: what the caller's record merged; else what the decoder read)."""
+        usage = usage or self.source.usage_so_far()
+        try:
+            await self.source.aclose()
+        finally:
+            done, self.on_close = self.on_close, None
+            if done is not None:
+                await done(usage)
 
 
 def _retry_after(response: Response) -> float | None:
@@ -207,6 +221,7 @@ async def open_upstream(
     stream_upstream: bool = False,
     trace: RequestTrace | None = None,
     attempts: list[Attempt] | None = None,
+    routing: Routing | None = None,
 ) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
     of that dialect (the caller's, when streaming) for the same-dialect fast path. The upstream is
@@ -214,54 +229,149 @@ async def open_upstream(
     as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``.
     ``attempts``: the list each attempt is appended to as it starts, so a caller that is cancelled
     meanwhile (the client hung up) still knows what was tried and what it used.
+    ``routing``: for a route with ``targets``, the balancer, cooldowns and affinity (routing.py);
+    without it every route is tried in its configured order.
     ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace."""
     attempts = [] if attempts is None else attempts
-    last: GatewayError | None = None
-    refused: GatewayError | None = None  # a target that cannot carry the request: nothing was sent to it
+    if routing is not None and resolved.balanced:
+        return await _open_balanced(providers, req, resolved, passthrough_dialect, stream_upstream, attempts, routing, trace)
+    failures = _Failures()
     for fallback, target in enumerate(resolved.targets):
-        provider = providers[target.provider]
-        tries = provider.settings.max_retries + 1
-        for number in range(tries):
-            started = time.perf_counter()
-            record = Attempt(provider.name, target.upstream_model)
-            attempts.append(record)
-            span = trace.attempt_started_for(provider, target, req, fallback, req.stream or stream_upstream) if trace is not None else None
-            try:
-                source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
-            except CannotCarry as exc:
-                record.status, record.error = 400, "cannot_carry"
-                if span is not None:  # as in the access log: the target was considered, nothing was sent
-                    trace.attempt_failed(span, None, "cannot_carry")  # type: ignore[union-attr]
-                refused = refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
-                break  # the next target may speak a dialect that carries it
-            except GatewayError as err:
-                record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
-                if span is not None:
-                    trace.attempt_failed(span, err)  # type: ignore[union-attr]
-                last = err
-                if err.kind not in RETRYABLE:
-                    err.attempts = attempts  # type: ignore[attr-defined]
-                    raise
-                delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
-                if err.retry_after is not None:
-                    if err.retry_after > provider.settings.max_retry_after:
-                        break  # too long to wait: next fallback
-                    delay = max(delay, err.retry_after)
-                if number + 1 < tries:
-                    log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
-                    await asyncio.sleep(delay)
-                continue
-            except BaseException as exc:  # cancelled (the caller left) or a bug: the span still ends
-                if span is not None:
-                    trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)  # type: ignore[union-attr]
-                raise
-            record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, trace=trace, fallback=fallback)
+        if isinstance(opened, Opened):
+            return opened
+    raise failures.final(attempts)
+
+
+@dataclass(slots=True)
+class _Failures:
+    """What the attempts of one request ran into: the last upstream failure, and the first target
+    that could not carry the request (nothing was sent to it)."""
+
+    last: GatewayError | None = None
+    refused: GatewayError | None = None
+
+    def final(self, attempts: list[Attempt]) -> GatewayError:
+        # Only when no target could carry the request is the refusal the answer; a target that was
+        # tried and failed says more (it may answer on a retry).
+        final = self.last or self.refused
+        assert final is not None
+        final.attempts = attempts  # type: ignore[attr-defined]
+        return final
+
+
+async def _try_target(
+    providers: dict[str, Provider], target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt],
+    failures: _Failures, tries: int | None = None, trace: RequestTrace | None = None, fallback: int = 0,
+) -> Opened | GatewayError | None:
+    """One target, with its provider's retries (or ``tries`` attempts): the opened answer, or the
+    last retryable error, or None when the target cannot carry the request (nothing was sent; the
+    refusal is kept in ``failures``). A non-retryable error (the request itself is wrong) is raised."""
+    provider = providers[target.provider]
+    tries = provider.settings.max_retries + 1 if tries is None else tries
+    last: GatewayError | None = None
+    for number in range(tries):
+        started = time.perf_counter()
+        record = Attempt(provider.name, target.upstream_model)
+        attempts.append(record)
+        span = trace.attempt_started_for(provider, target, req, fallback, req.stream or stream_upstream) if trace is not None else None
+        try:
+            source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+        except CannotCarry as exc:
+            record.status, record.error = 400, "cannot_carry"
+            if span is not None:  # as in the access log: the target was considered, nothing was sent
+                trace.attempt_failed(span, None, "cannot_carry")  # type: ignore[union-attr]
+            failures.refused = failures.refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
+            return None  # the next target may speak a dialect that carries it
+        except GatewayError as err:
+            record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
             if span is not None:
-                trace.attempt_opened(span, first)  # type: ignore[union-attr]
-            return Opened(source, first, provider, target, attempts, dropped)
-    # Only when no target could carry the request is the refusal the answer; a target that was
-    # tried and failed says more (it may answer on a retry).
-    final = last or refused
-    assert final is not None
-    final.attempts = attempts  # type: ignore[attr-defined]
-    raise final
+                trace.attempt_failed(span, err)  # type: ignore[union-attr]
+            last = failures.last = err
+            if err.kind not in RETRYABLE:
+                err.attempts = attempts  # type: ignore[attr-defined]
+                raise
+            delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
+            if err.retry_after is not None:
+                if err.retry_after > provider.settings.max_retry_after:
+                    break  # too long to wait: next fallback
+                delay = max(delay, err.retry_after)
+            if number + 1 < tries:
+                log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
+                await asyncio.sleep(delay)
+            continue
+        except BaseException as exc:  # cancelled (the caller left) or a bug: the span still ends
+            if span is not None:
+                trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)  # type: ignore[union-attr]
+            raise
+        record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+        if span is not None:
+            trace.attempt_opened(span, first)  # type: ignore[union-attr]
+        return Opened(source, first, provider, target, attempts, dropped)
+    assert last is not None
+    return last
+
+
+async def _open_balanced(
+    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], routing: Routing,
+    trace: RequestTrace | None = None,
+) -> Opened:
+    """A route over several targets: each healthy target once, in the strategy's order (the
+    session's target first); a failure cools the target and moves on at once (the others are the
+    retry; the last healthy one gets its provider's ``max_retries``). When every target is cooling, wait for the first to recover if that falls within the
+    first-byte budget, else go to the fallbacks, else answer 429/503 with ``Retry-After``."""
+    began = time.monotonic()
+    budget = providers[resolved.targets[0].provider].settings.first_byte_timeout
+    tried: set[str] = set()
+    failures = _Failures()
+    last: GatewayError | None = None
+    while True:
+        plan = await routing.plan(req, resolved, tried)
+        for number, target in enumerate(plan.candidates):
+            if not await routing.admit(resolved, target):
+                continue
+            tried.add(target.key)
+            await routing.started(resolved, target)
+            # Another healthy target is the retry; the last one left gets its provider's retries.
+            tries = 1 if number + 1 < len(plan.candidates) else None
+            try:
+                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=tries, trace=trace)
+            except BaseException:
+                await routing.ended(resolved, target)
+                raise
+            if isinstance(opened, Opened):
+                await routing.served(resolved, target, plan, attempts[-1].ms / 1000)
+                opened.on_close = lambda usage, t=target: routing.ended(resolved, t, usage)
+                return opened
+            await routing.ended(resolved, target)
+            if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)
+                await routing.failed(resolved, target, opened.kind, opened.retry_after)
+                last = opened
+        # Nothing healthy left to try now: wait for the first recovery, if it comes in time.
+        left = await routing.cooling(resolved.targets[: resolved.pool])
+        recovery = min((s for s in left if s > 0), default=None)
+        if recovery is not None and time.monotonic() - began + recovery <= budget:
+            log.info("every target of %s is cooling: waiting %.2fs for the first to recover", resolved.route, recovery)
+            await asyncio.sleep(recovery + 0.001)
+            tried.clear()
+            continue
+        break
+    for fallback, target in enumerate(resolved.targets[resolved.pool :], 1):
+        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, trace=trace, fallback=fallback)
+        if isinstance(opened, Opened):
+            return opened
+        last = opened or last
+    if last is None and failures.refused is not None:
+        raise failures.final(attempts)  # no target can carry the request: the refusal is the answer
+    if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded") or not tried):
+        err = GatewayError(
+            "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",
+            f"every target of {resolved.route!r} is cooling down after failures; retry in {math.ceil(recovery)}s",
+            retry_after=recovery,
+        )
+    elif last is not None:
+        err = last
+    else:  # every target passed over for its rpm
+        err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its requests-per-minute limit; retry in a minute", retry_after=60 - time.time() % 60)
+    err.attempts = attempts  # type: ignore[attr-defined]
+    raise err

@@ -132,4 +132,5 @@ class ChatRequest:
     background: bool = False  # run detached from the caller's connection (stateful dialects)
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
     dialect: str = ""  # the caller's dialect
+    session: str | None = None  # the caller's x-session-id header (affinity.py: which conversation this is)
     headers: dict[str, str] = field(default_factory=dict)  # provider headers worth forwarding (anthropic-beta …)

@@ -9,10 +9,11 @@ into a ``Reply`` for a whole answer. The caller hanging up cancels everything at
 from __future__ import annotations
 
 import asyncio
+import math
 import logging
 from typing import TYPE_CHECKING, Any
 
-from gateway.asgi import ClientGone, Receive, Scope, Send, parse_json_object, read_body, run_until_disconnect, send_json
+from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
 from gateway.attempts import Attempt, Opened, batches, open_upstream
 from gateway.auth import caller_key, check_auth  # noqa: F401  (their home is gateway/auth.py)
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
@@ -81,6 +82,7 @@ class Relay:
                 validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
+                req.session = header(scope, b"x-session-id")
                 if meta.stream is not None:
                     req.stream = meta.stream
                 self._check_limits(req)
@@ -138,6 +140,8 @@ class Relay:
         record.status, record.error_kind = status, err.kind
         record.first_byte()
         record.response_started = True
+        if err.retry_after is not None and status in (429, 503, 529):  # every target cooling: when to come back
+            headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
         await send_json(send, status, body, headers)
 
     async def _detached(
@@ -166,7 +170,7 @@ class Relay:
             raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
         attempts: list[Attempt] = []
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts, trace=trace)  # errors: HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts, trace=trace, routing=self.state.routing)  # errors: HTTP status, nothing stored
         except BaseException:
             self._note_failed_attempts(record, attempts)
             raise
@@ -177,6 +181,7 @@ class Relay:
         if trace is not None:
             trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
         sid = await stateful.start_detached(dialect, codec, req, opened, turn, shared)
+        await self.state.routing.chain(req, resolved, opened.target, sid)
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
             got_end: list[bool] = []
@@ -206,7 +211,7 @@ class Relay:
         attempts: list[Attempt] = []
         try:
             fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
-            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts, trace=trace)
+            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts, trace=trace, routing=self.state.routing)
         except GatewayError as err:
             self._note_failed_attempts(record, attempts)
             await self._send_error(codec, err, send, record, headers)
@@ -220,6 +225,7 @@ class Relay:
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
         if persist is not None:
             ctx.response_id = new_stored_id(codec.name)
+            await self.state.routing.chain(req, resolved, opened.target, ctx.response_id)
         try:
             if req.stream:
                 await self._stream(codec, ctx, opened, send, record, headers, persist, trace.output if trace is not None else None)
@@ -230,7 +236,7 @@ class Relay:
             # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
             # upstream had reported so far, including usage a dialect holds back until its end.
             record.add_usage(opened.source.usage_so_far())
-            await opened.source.aclose()
+            await opened.close(Usage(record.input_tokens, record.output_tokens))
 
     def _note_failed_attempts(self, record: AccessRecord, attempts: list[Attempt]) -> None:
         """No attempt answered: log each one, and keep the usage of the last that reported any

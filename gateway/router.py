@@ -1,4 +1,5 @@
-"""Model name → where to send it: the provider, the upstream model name, and the fallbacks.
+"""Model name → where to send it: the targets (provider + upstream model), how to balance them,
+and the fallbacks.
 
 Resolution order: an exact route name; then glob routes (``claude-*``, ``*``) in file order;
 then ``provider/upstream-model`` addressing. Anything else is unknown (404 in the caller's dialect).
@@ -6,7 +7,7 @@ then ``provider/upstream-model`` addressing. Anything else is unknown (404 in th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from gateway.errors import GatewayError
@@ -17,13 +18,26 @@ from gateway.settings import RouteSettings, Settings
 class Target:
     provider: str
     upstream_model: str
+    weight: float = 1.0
+    rpm: int | None = None
+    tpm: int | None = None
+    key: str = field(init=False, compare=False, repr=False)  # "provider:upstream_model": how health, counters, pins and metrics name it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.provider}:{self.upstream_model}")
 
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
     route: str  # the route that matched (its model pattern), or "provider/model"
-    targets: tuple[Target, ...]  # first is the primary, the rest are fallbacks in order
+    targets: tuple[Target, ...]  # the route's targets (the first ``pool`` of them), then its fallbacks in order
     stream_usage: str | None = None  # the route's stream_usage; None: the [server] setting
+    pool: int = 1  # how many leading ``targets`` are balanced; the rest are fallbacks
+    strategy: str = "ordered"  # weighted | least_busy | latency | ordered
+    balanced: bool = False  # a route with ``targets``: cooldowns, strategies, affinity apply
+    affinity: str = "none"
+    affinity_ttl: float = 3600.0
+    cooldown: float = 30.0
 
 
 class Router:
@@ -52,9 +66,15 @@ class Router:
         if route is None:
             route = next((r for r in self._globs if fnmatchcase(model, r.model)), None)
         if route is not None:
-            primary = Target(route.provider, route.upstream_model or model)
             fallbacks = tuple(self._fallback(f, model) for f in route.fallbacks)
-            return Resolved(route.model, (primary, *fallbacks), route.stream_usage)
+            if route.provider is not None:
+                primary = Target(route.provider, route.upstream_model or model)
+                return Resolved(route.model, (primary, *fallbacks), route.stream_usage)
+            pool = tuple(Target(t.provider, t.upstream_model or model, t.weight, t.rpm, t.tpm) for t in route.targets)
+            return Resolved(
+                route.model, (*pool, *fallbacks), route.stream_usage, pool=len(pool), strategy=route.strategy, balanced=True,
+                affinity=route.affinity, affinity_ttl=route.affinity_ttl_seconds, cooldown=route.cooldown_seconds,
+            )
         provider, sep, upstream = model.partition("/")
         if sep and provider in self._providers and upstream:
             return Resolved(model, (Target(provider, upstream),))

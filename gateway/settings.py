@@ -183,11 +183,31 @@ class ProviderSettings(BaseModel):
         return None
 
 
-class RouteSettings(BaseModel):
-    model: str  # exact name or a glob (claude-*, *)
+Strategy = Literal["weighted", "least_busy", "latency", "ordered"]
+
+
+class TargetSettings(BaseModel):
+    """One deployment serving a route (CONTRACT.md "Routes over several targets")."""
+
+    model_config = {"extra": "forbid"}
+
     provider: str
     upstream_model: str | None = None  # default: the name the caller sent
+    weight: float = Field(default=1.0, ge=0)  # strategy "weighted": share of the traffic
+    rpm: int | None = Field(default=None, ge=1)  # requests a minute; at its limit the target is passed over
+    tpm: int | None = Field(default=None, ge=1)  # tokens a minute (input + output, counted as answers end)
+
+
+class RouteSettings(BaseModel):
+    model: str  # exact name or a glob (claude-*, *)
+    provider: str | None = None  # one target; or ``targets`` for several
+    upstream_model: str | None = None  # default: the name the caller sent
+    targets: list[TargetSettings] = Field(default_factory=list)
+    strategy: Strategy = "weighted"
     fallbacks: list[str] = Field(default_factory=list)  # "provider:model" or "provider"
+    affinity: Literal["none", "session"] = "none"
+    affinity_ttl_seconds: float = Field(default=3600.0, gt=0)  # an idle session forgets its target after this
+    cooldown_seconds: float = Field(default=30.0, ge=0)  # a target failing before the first byte is skipped this long
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
 
 
@@ -294,8 +314,13 @@ def validate_references(settings: Settings) -> None:
     if duplicates:
         raise ValueError(f"duplicate provider names: {sorted(duplicates)}")
     for route in settings.routes:
-        if route.provider not in names:
-            raise ValueError(f"route {route.model!r} refers to unknown provider {route.provider!r}")
+        if (route.provider is None) == (not route.targets):
+            raise ValueError(f"route {route.model!r} needs either provider or targets (not both)")
+        for provider in [route.provider] if route.provider is not None else [t.provider for t in route.targets]:
+            if provider not in names:
+                raise ValueError(f"route {route.model!r} refers to unknown provider {provider!r}")
+        if route.targets and route.strategy == "weighted" and not any(t.weight > 0 for t in route.targets):
+            raise ValueError(f"route {route.model!r}: every target has weight 0")
         for fallback in route.fallbacks:
             provider = fallback.split(":", 1)[0]
             if provider not in names:

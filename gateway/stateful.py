@@ -323,7 +323,7 @@ class Stateful:
                 log.exception("could not finish stored %s %s", KIND[dialect], sid)
             try:
                 await upstream.aclose()  # type: ignore[attr-defined]  # an async generator
-                await source.aclose()
+                await opened.close()  # (and routing: the target has one fewer in flight)
             except Exception:
                 log.exception("could not close the upstream of %s", sid)
             finally:

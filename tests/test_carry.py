@@ -111,6 +111,7 @@ EXCLUDED = {
     "extras": "a dialect's own fields with no IR slot: passed to the same dialect only, the parser warns",
     "dialect": "bookkeeping: the caller's dialect",
     "headers": "provider headers (anthropic-beta): forwarded to the same dialect only",
+    "session": "the caller's x-session-id: read by routing (affinity) to pick a target, never sent upstream",
 }
 
 # Thoughts visibility is a question of what the gateway returns; Chat upstreams return no text.

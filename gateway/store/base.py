@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.counters import Ask, Settlement, Verdict
+from gateway.store.shared import LocalShared, SharedState
 
 __all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed", "open_store"]
 
@@ -236,6 +237,16 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Release connections/threads. The store must not be used afterwards."""
+
+    # -- routing state (cooldowns, in-flight counts, session pins: gateway/store/shared.py) ----------
+
+    def shared(self) -> SharedState:
+        """The routing state every replica using this store sees. In process memory by default
+        (one process has nobody to share with); Redis overrides it with keys in Redis."""
+        state = self.__dict__.get("_shared_state")
+        if state is None:
+            state = self.__dict__["_shared_state"] = LocalShared()
+        return state
 
 
 def open_store(url: str, ttl_seconds: float) -> Store:

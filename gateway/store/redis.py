@@ -27,6 +27,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from gateway.store.redis_shared import RedisShared
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
 from gateway.store.redis_counters import RedisCounters
 
@@ -116,6 +117,7 @@ class RedisStore(RedisCounters, Store):
         self._cancel = self._r.register_script(_CANCEL)
         self._status = self._r.register_script(_STATUS)
         self._init_counters()
+        self._shared: RedisShared | None = None
 
     def _k(self, what: str, *parts: str) -> str:
         """``gw:log:{id}``: the id in braces is the Redis Cluster hash tag, so the keys one
@@ -222,6 +224,12 @@ class RedisStore(RedisCounters, Store):
 
     async def cancel_requested(self, stream_id: str) -> bool:
         return _s(await self._r.hget(self._k("meta", stream_id), "cancel")) == "1"
+
+    def shared(self) -> RedisShared:  # type: ignore[override]
+        """Cooldowns, in-flight counts and session pins in Redis: one view for every replica."""
+        if self._shared is None:
+            self._shared = RedisShared(self._r, self._prefix)
+        return self._shared
 
     async def expire(self) -> int:
         return 0  # every key carries its own PX/PEXPIRE
