@@ -28,7 +28,7 @@ from gateway.settings import Settings
 from gateway.telemetry_export import BoundedBatchProcessor
 from tests.conftest import gateway_config
 from tests.support import callers
-from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
+from tests.support.fake_upstream import FakeUpstream, ServerThread
 
 CALLER_KEY = "sk-caller-SECRET-4f1c9e"
 MARKER = "PROMPT-MARKER-7d3a1b"
