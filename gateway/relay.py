@@ -140,7 +140,8 @@ class Relay:
         record.status, record.error_kind = status, err.kind
         record.first_byte()
         record.response_started = True
-        if err.retry_after is not None and status in (429, 503, 529):  # every target cooling: when to come back
+        if err.retry_after is not None and status in (429, 503, 529) and not any(name == b"retry-after" for name, _ in headers):
+            # when to come back (every target cooling, a key's limit); once, whoever set it first
             headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
         await send_json(send, status, body, headers)
 
