@@ -47,6 +47,8 @@ class GatewayState:
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
     started: float = field(default_factory=time.time)
+    inspector: Any = None  # gateway.inspector.Inspector: the kept wire captures ([inspector])
+    console: Any = None  # gateway.console.stats.Recent when [admin] is set: recent records, live figures
 
 
 class DialectEndpoint:
@@ -103,6 +105,11 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     gemini = GeminiEndpoint(relay)
+    console_routes = []
+    if state.console is not None:
+        from gateway.console.routes import console_routes as make_console_routes
+
+        console_routes = make_console_routes(state)
     from gateway.count_tokens import CountEndpoint
     from gateway.stored_endpoints import StoredEndpoint
 
@@ -131,6 +138,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *console_routes,
     ]
     for version in ("v1beta", "v1"):
         routes.append(Route(f"/{version}/models/{{target:path}}", gemini, methods=["POST"]))
@@ -145,6 +153,13 @@ def create_state(settings: Settings) -> GatewayState:
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
+    from gateway.inspector import from_settings
+
+    state.inspector = from_settings(settings)
+    if settings.admin.resolved_key():
+        from gateway.console.stats import Recent
+
+        state.console = Recent()
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
         if provider.dialect != "demo":

@@ -19,6 +19,7 @@ from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
+from gateway.inspector import CURRENT
 from gateway.ir import ChatRequest
 from gateway.observe import AccessRecord, request_id_for
 from gateway.passthrough import FramePassthrough
@@ -88,10 +89,18 @@ class Relay:
         extra_headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, dialect, scope["path"])
         codec = codec_for(dialect)
+        capture = None
+        if state.inspector.on:  # the only cost of the inspector when capture is off
+            capture = state.inspector.begin(request_id, dialect, scope["path"])
+            if capture is not None:
+                send = capture.wrap_send(send)
+                capture_token = CURRENT.set(capture)
         try:
             try:
                 check_auth(state.keys, scope, meta.query)
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)
+                if capture is not None:
+                    capture.caller_request(scope, meta.query, body)
                 obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
@@ -131,6 +140,11 @@ class Relay:
                 await self._send_error(codec, err, send, record, extra_headers)
         finally:
             state.observer.finish(record)
+            if state.console is not None:
+                state.console.note(record)
+            if capture is not None:
+                CURRENT.reset(capture_token)
+                state.inspector.end(capture, record)
 
     def _check_limits(self, req: ChatRequest) -> None:
         limit = self.state.settings.server.max_tokens_limit

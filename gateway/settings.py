@@ -128,6 +128,33 @@ class StoreSettings(BaseModel):
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
 
 
+class AdminSettings(BaseModel):
+    key_env: str | None = None  # the admin API (/admin/...) and the console (/ui); unset = both off
+    key: SecretStr | None = None
+
+    def resolved_key(self) -> str | None:
+        if self.key is not None and self.key.get_secret_value():
+            return self.key.get_secret_value()
+        return (os.environ.get(self.key_env) or None) if self.key_env else None
+
+
+class InspectorSettings(BaseModel):
+    """Which requests keep their wire for the console's inspector (gateway/inspector.py)."""
+
+    capture: str | None = None  # off | errors | all | sample:F; unset = errors with [admin] on loopback, else off
+    max_requests: int = Field(200, ge=1)  # kept captures per process, oldest dropped first
+    max_bytes: int = Field(1 << 20, ge=1024)  # per side of one capture; the rest is marked truncated
+
+    @field_validator("capture")
+    @classmethod
+    def _known_mode(cls, value: str | None) -> str | None:
+        from gateway.inspector import parse_mode
+
+        if value is not None:
+            parse_mode(value)
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")
 
@@ -136,6 +163,8 @@ class Settings(BaseSettings):
     providers: list[ProviderSettings] = Field(default_factory=list)
     routes: list[RouteSettings] = Field(default_factory=list)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    inspector: InspectorSettings = Field(default_factory=InspectorSettings)
 
     @classmethod
     def settings_customise_sources(
