@@ -11,6 +11,7 @@ Admin endpoints (the admin key as Bearer, 401 otherwise):
 * ``GET /admin/inspector/{request_id}`` — one capture (``?download=1``: as an attachment;
   ``?side=upstream``: the upstream body as a ``captures/``-style replay file);
 * ``GET /admin/console/requests?key=&model=&status=&limit=`` — this process's recent records;
+* ``GET /admin/console/info`` — what the console can show here (named keys or not);
 * ``GET /admin/console/overview`` — the last hour's figures; ``/admin/console/live`` the same as
   an SSE stream (one ``overview`` event every ``interval`` seconds, 2 by default).
 """
@@ -107,6 +108,10 @@ def console_routes(state: GatewayState) -> list[Route]:
             return _json({"error": {"message": "limit must be an integer", "type": "invalid_request_error"}}, 400)
         return _json({"requests": state.console.latest(limit, q.get("key") or None, q.get("model") or None, q.get("status") or None)})
 
+    async def info(request: Request) -> Response:
+        """What this gateway offers the console (the Keys page needs the named keys of the admin API)."""
+        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode})
+
     async def overview(request: Request) -> Response:
         return _json(state.console.overview())
 
@@ -131,5 +136,6 @@ def console_routes(state: GatewayState) -> list[Route]:
         Route("/admin/inspector/{request_id}", guarded(inspector_one), methods=["GET"]),
         Route("/admin/console/requests", guarded(recent), methods=["GET"]),
         Route("/admin/console/overview", guarded(overview), methods=["GET"]),
+        Route("/admin/console/info", guarded(info), methods=["GET"]),
         Route("/admin/console/live", guarded(live), methods=["GET"]),
     ]
