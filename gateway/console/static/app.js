@@ -157,7 +157,21 @@ async function requestsPage(params) {
 
 const PAGE = 400; // frames rendered at once; "more" renders the next page (long streams stay light)
 
-function frameList(title, frames, cls) {
+// One socket read may bring several SSE frames: each frame gets its own row (with its read's offset).
+function splitFrames(reads) {
+  const out = [];
+  let rest = "";
+  for (const r of reads) {
+    const parts = (rest + r.data).split(/\r?\n\r?\n/);
+    rest = parts.pop();
+    for (const p of parts) if (p.trim()) out.push({ ms: r.ms, data: p });
+  }
+  if (rest.trim()) out.push({ ms: reads.at(-1).ms, data: rest });
+  return out;
+}
+
+function frameList(title, reads, cls) {
+  const frames = splitFrames(reads);
   const list = h("ol", { class: `frames ${cls}`, "aria-label": title });
   let shown = 0;
   const more = h("button", { type: "button", class: "more" }, "Show more frames");
@@ -213,8 +227,8 @@ async function inspectorPage(id) {
     h("p", { class: c.status >= 400 || c.error_kind ? "error" : "muted" },
       `${c.caller_dialect} → ${c.upstream_dialect ?? "–"} · ${c.model ?? ""} → ${c.provider ?? "–"}/${c.upstream_model ?? ""} · HTTP ${c.status}${c.error_kind ? " · " + c.error_kind : ""} · ${fmt.ms(c.duration_ms)}${c.truncated ? " · capture truncated" : ""}`),
     h("p", { class: "actions" }, dl("download=1", `${id}.json`), " ", dl("side=upstream", `${id}.sse`)),
-    h("div", { class: "pair" }, requestBlock("Caller sent", c.caller_request), requestBlock("Upstream received", c.upstream_requests.at(-1))),
     h("div", { class: "pair" }, frameList("Upstream frames (raw)", c.upstream_frames, "upstream"), frameList("Frames sent to the caller", c.caller_frames, "caller")),
+    h("div", { class: "pair" }, requestBlock("Caller sent", c.caller_request), requestBlock(`Upstream received${c.upstream_requests.length > 1 ? ` (attempt ${c.upstream_requests.length})` : ""}`, c.upstream_requests.at(-1))),
   );
 }
 
