@@ -147,6 +147,8 @@ async def _attempt(
                     err = GatewayError("bad_gateway", f"upstream {provider.name} rejected the gateway's credentials: {err.message}", 502)
                 raise err
             source = HttpEventSource(provider, response, codec)
+            if capture is not None:
+                capture.watch_events(source)
             source.keep_frames = settings.dialect == passthrough_dialect and not source.is_json
             first = await _first_events(source)
     except TimeoutError:

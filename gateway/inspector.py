@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import random
 import time
+
+import orjson
 from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
@@ -36,6 +38,7 @@ _SECRET_FRAGMENTS = ("key", "token", "secret", "auth", "password", "credential",
 _SECRET_QUERY = frozenset({"key", "api_key", "apikey", "token", "access_token"})
 
 MODES = ("off", "errors", "all")
+MAX_EVENTS = 50_000  # union events kept per capture
 
 
 def parse_mode(value: str) -> tuple[str, float]:
@@ -88,6 +91,7 @@ class Capture:
         self.upstream: list[dict[str, Any]] = []  # one entry per attempt
         self.upstream_frames: list[tuple[float, int, str]] = []  # (ms, attempt index, raw text)
         self.caller_frames: list[tuple[float, str]] = []
+        self.events: list[tuple[float, int, Any]] = []  # the union events the upstream's frames decoded to
         self.caller_status: int | None = None
         self.caller_headers: dict[str, str] = {}
         self._up_bytes = 0
@@ -156,6 +160,23 @@ class Capture:
         else:
             self.truncated = True
 
+    def watch_events(self, source: Any) -> None:
+        """Record the union events ``source`` hands out (its ``next_batch`` wrapped on this one
+        instance only, so an uncaptured request's source is untouched)."""
+        attempt = len(self.upstream) - 1
+        inner = source.next_batch
+
+        async def next_batch(until_content: bool = False) -> list[Any]:
+            batch = await inner(until_content)
+            if len(self.events) < MAX_EVENTS:
+                at = self.ms()
+                self.events += [(at, attempt, e) for e in batch]
+            else:
+                self.truncated = True
+            return batch
+
+        source.next_batch = next_batch
+
     # -- the kept view -----------------------------------------------------------------------
     def view(self, record: Any) -> dict[str, Any]:
         return {
@@ -177,6 +198,7 @@ class Capture:
             "upstream_frames": [{"ms": ms, "attempt": a, "data": d} for ms, a, d in self.upstream_frames],
             "caller_response": {"status": self.caller_status, "headers": self.caller_headers},
             "caller_frames": [{"ms": ms, "data": d} for ms, d in self.caller_frames],
+            "events": [{"ms": ms, "attempt": a, "type": type(e).__name__, "event": orjson.loads(orjson.dumps(e, default=str))} for ms, a, e in self.events],
         }
 
 

@@ -118,6 +118,7 @@ def test_a_request_made_by_an_sdk_is_in_requests_and_opens_in_the_inspector(cons
     caller = w.page.locator("ol.frames.caller").inner_text()
     assert "event: message_start" in upstream and "+" in upstream and "ms" in upstream
     assert "chat.completion.chunk" in caller and "[DONE]" in caller
+    assert "TextDelta" in w.page.locator("ol.frames.events").inner_text()
     w.check_clean()
     w.context.close()
 

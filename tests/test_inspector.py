@@ -74,6 +74,8 @@ def test_a_streamed_request_keeps_both_sides_of_the_wire(everything: ServerThrea
     assert "event: message_start" in raw and "message_stop" in raw  # Anthropic's own frames
     sent = "".join(f["data"] for f in c["caller_frames"])
     assert "chat.completion.chunk" in sent and "data: [DONE]" in sent  # what the OpenAI caller got
+    kinds = [e["type"] for e in c["events"]]
+    assert kinds[0] == "MessageStart" and "TextDelta" in kinds and kinds[-1] == "End"  # the union events between them
     offsets = [f["ms"] for f in c["upstream_frames"]] + [f["ms"] for f in c["caller_frames"]]
     assert all(o >= 0 for o in offsets) and c["caller_frames"][0]["ms"] >= c["upstream_frames"][0]["ms"]
 

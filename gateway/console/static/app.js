@@ -159,6 +159,7 @@ const PAGE = 400; // frames rendered at once; "more" renders the next page (long
 
 // One socket read may bring several SSE frames: each frame gets its own row (with its read's offset).
 function splitFrames(reads) {
+  if (reads.length && reads[0].whole) return reads;
   const out = [];
   let rest = "";
   for (const r of reads) {
@@ -227,7 +228,10 @@ async function inspectorPage(id) {
     h("p", { class: c.status >= 400 || c.error_kind ? "error" : "muted" },
       `${c.caller_dialect} → ${c.upstream_dialect ?? "–"} · ${c.model ?? ""} → ${c.provider ?? "–"}/${c.upstream_model ?? ""} · HTTP ${c.status}${c.error_kind ? " · " + c.error_kind : ""} · ${fmt.ms(c.duration_ms)}${c.truncated ? " · capture truncated" : ""}`),
     h("p", { class: "actions" }, dl("download=1", `${id}.json`), " ", dl("side=upstream", `${id}.sse`)),
-    h("div", { class: "pair" }, frameList("Upstream frames (raw)", c.upstream_frames, "upstream"), frameList("Frames sent to the caller", c.caller_frames, "caller")),
+    h("div", { class: "trio" },
+      frameList("Upstream frames (raw)", c.upstream_frames, "upstream"),
+      frameList("Union events", (c.events || []).map((e) => ({ ms: e.ms, data: `${e.type} ${JSON.stringify(e.event)}`, whole: true })), "events"),
+      frameList("Frames sent to the caller", c.caller_frames, "caller")),
     h("div", { class: "pair" }, requestBlock("Caller sent", c.caller_request), requestBlock(`Upstream received${c.upstream_requests.length > 1 ? ` (attempt ${c.upstream_requests.length})` : ""}`, c.upstream_requests.at(-1))),
   );
 }
