@@ -178,7 +178,8 @@ class Capture:
         source.next_batch = next_batch
 
     # -- the kept view -----------------------------------------------------------------------
-    def view(self, record: Any) -> dict[str, Any]:
+    def summary(self, record: Any) -> dict[str, Any]:
+        """The record's fields a capture is listed with (copied when the request ends)."""
         return {
             "request_id": self.request_id,
             "ts": self.ts,
@@ -192,6 +193,12 @@ class Capture:
             "upstream_dialect": record.upstream_dialect,
             "stream": record.stream,
             "duration_ms": record.duration_ms,
+        }
+
+    def view(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The whole capture as JSON-ready data: built when it is read, not on the request's path."""
+        return {
+            **summary,
             "truncated": self.truncated,
             "caller_request": self.caller,
             "upstream_requests": self.upstream,
@@ -237,7 +244,7 @@ class Inspector:
         self.max_requests = max(1, max_requests)
         self.max_bytes = max_bytes
         self.on = mode != "off" and not (mode == "sample" and rate <= 0.0)
-        self.ring: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.ring: OrderedDict[str, tuple[Capture, dict[str, Any]]] = OrderedDict()
         if self.on:
             ACTIVE = True
 
@@ -249,17 +256,17 @@ class Inspector:
     def end(self, capture: Capture, record: Any) -> None:
         if self.mode == "errors" and not failed(record):
             return
-        self.ring[capture.request_id] = capture.view(record)
+        self.ring[capture.request_id] = (capture, capture.summary(record))
         self.ring.move_to_end(capture.request_id)
         while len(self.ring) > self.max_requests:
             self.ring.popitem(last=False)
 
     def summaries(self) -> list[dict[str, Any]]:
-        keys = ("request_id", "ts", "status", "error_kind", "model", "provider", "caller_dialect", "upstream_dialect", "stream", "duration_ms")
-        return [{k: v[k] for k in keys} for v in reversed(self.ring.values())]
+        return [summary for _, summary in reversed(self.ring.values())]
 
     def get(self, request_id: str) -> dict[str, Any] | None:
-        return self.ring.get(request_id)
+        kept = self.ring.get(request_id)
+        return kept[0].view(kept[1]) if kept is not None else None
 
 
 def upstream_replay(capture: dict[str, Any]) -> bytes:
