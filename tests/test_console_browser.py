@@ -171,3 +171,36 @@ def test_a_wrong_admin_key_is_asked_again(console: ServerThread, browser: Any) -
     w.page.wait_for_selector("#login-error:has-text('refused')", timeout=10000)
     assert w.page.locator("#login").is_visible()
     w.context.close()
+
+
+def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: ServerThread, browser: Any) -> None:
+    import httpx
+
+    info = httpx.get(console.url + "/admin/console/info", headers={"authorization": f"Bearer {ADMIN}"}).json()
+    if not info["named_keys"]:
+        pytest.skip("this gateway has no named keys (the admin API's /admin/keys)")
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.click('nav a[data-page="keys"]')
+    w.wait_ready("keys")
+    w.page.fill('input[name="name"]', "browser-made")
+    w.page.fill('input[name="rpm"]', "100")
+    w.page.click("text=Create key")
+    secret = w.page.locator("#new-key code").inner_text(timeout=10000)
+    client = openai.OpenAI(base_url=console.url + "/v1", api_key=secret, max_retries=0)
+    assert client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16).choices
+    w.page.locator('tr[data-key="browser-made"] button.danger').click()
+    w.page.wait_for_selector('tr[data-key="browser-made"]:has-text("revoked")', timeout=10000)
+    import time
+
+    deadline = time.time() + 5
+    while True:  # revocations hold within a second (the key records are re-read)
+        try:
+            client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+        except openai.AuthenticationError:
+            break
+        assert time.time() < deadline, "the revoked key still works"
+        time.sleep(0.2)
+    w.bodies = [(u, b) for u, b in w.bodies if not u.endswith("/admin/keys") or b"browser-made" not in b or secret.encode() not in b]
+    w.check_clean()
+    w.context.close()

@@ -251,18 +251,18 @@ async function keysPage() {
     e.preventDefault();
     const body = Object.fromEntries([...new FormData(form)].filter(([, v]) => v !== "").map(([k, v]) => [k, k === "name" ? v : Number(v)]));
     const made = await api("/admin/keys", { method: "POST", body });
-    const copy = h("button", { type: "button", onclick: () => navigator.clipboard?.writeText(made.key) }, "Copy");
-    shown.replaceChildren(h("p", { class: "card" }, `Key for ${made.name} (shown this once): `, h("code", { class: "secret" }, made.key), " ", copy));
+    const copy = h("button", { type: "button", onclick: () => navigator.clipboard?.writeText(made.key).catch(() => {}) }, "Copy");
+    shown.replaceChildren(h("p", { class: "card", id: "new-key" }, `Key for ${made.name} (shown this once): `, h("code", { class: "secret" }, made.key), " ", copy));
     await renderList();
   });
   const table = h("div", { class: "table-wrap" });
   async function renderList() {
     const now = await api("/admin/keys");
     const rows = (Array.isArray(now) ? now : now.keys || []).map((k) => {
-      const spent = k.spend_usd ?? k.spent_usd ?? 0;
+      const spent = k.spend?.spent_usd ?? 0;
       const bar = k.budget_usd ? h("progress", { max: String(k.budget_usd), value: String(Math.min(spent, k.budget_usd)), "aria-label": `spend of ${k.name}` }) : "no budget";
       const revoke = h("button", { type: "button", class: "danger", onclick: async () => { await api(`/admin/keys/${encodeURIComponent(k.name)}`, { method: "DELETE" }); await renderList(); } }, "Revoke");
-      return h("tr", {}, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", {}, bar, ` ${fmt.usd(spent)}`),
+      return h("tr", { "data-key": k.name }, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", {}, bar, ` ${fmt.usd(spent)}`),
         h("td", {}, k.rpm ?? "–"), h("td", {}, k.tpm ?? "–"), h("td", {}, k.revoked ? "revoked" : revoke));
     });
     table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Models", "Budget", "RPM", "TPM", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
