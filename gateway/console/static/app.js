@@ -243,7 +243,7 @@ async function keysPage() {
   }
   const shown = h("div", { "aria-live": "polite" });
   const form = h("form", { class: "filters" },
-    h("label", {}, "Name", h("input", { name: "name", required: true, pattern: "[A-Za-z0-9._-]+", size: 16 })),
+    h("label", {}, "Name", h("input", { name: "name", required: true, pattern: "[A-Za-z0-9._\\-]+", size: 16 })),
     h("label", {}, "Budget USD", h("input", { name: "budget_usd", type: "number", step: "0.01", min: "0", size: 8 })),
     h("label", {}, "RPM", h("input", { name: "rpm", type: "number", min: "1", size: 6 })),
     h("button", { type: "submit" }, "Create key"));
