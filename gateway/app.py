@@ -46,6 +46,7 @@ class GatewayState:
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
+    telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
     started: float = field(default_factory=time.time)
     inspector: Any = None  # gateway.inspector.Inspector: the kept wire captures ([inspector])
     console: Any = None  # gateway.console.stats.Recent when [admin] is set: recent records, live figures
@@ -160,6 +161,9 @@ def create_state(settings: Settings) -> GatewayState:
         from gateway.console.stats import Recent
 
         state.console = Recent()
+    from gateway.telemetry_setup import telemetry_from_settings
+
+    state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
         if provider.dialect != "demo":
@@ -187,6 +191,8 @@ def create_app(settings: Settings) -> Starlette:
             for provider in state.providers.values():
                 await provider.close()
             await store.close()
+            if state.telemetry is not None:
+                await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
             state.observer.stop()
 
     app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)

@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -30,6 +31,9 @@ from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
 from gateway.source import EventSource, HttpEventSource, ListEventSource
 from gateway.upstream import Provider
+
+if TYPE_CHECKING:
+    from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.attempts")
 
@@ -210,6 +214,7 @@ async def open_upstream(
     passthrough_dialect: str | None = None,
     *,
     stream_upstream: bool = False,
+    trace: RequestTrace | None = None,
     attempts: list[Attempt] | None = None,
 ) -> Opened:
     """Try the route's targets in order. ``passthrough_dialect``: keep raw frames from an upstream
@@ -217,25 +222,31 @@ async def open_upstream(
     asked for a stream when the caller streams (or ``stream_upstream``: detached runs log events
     as they come); a whole caller gets a whole upstream call, decoded by ``decode_whole``.
     ``attempts``: the list each attempt is appended to as it starts, so a caller that is cancelled
-    meanwhile (the client hung up) still knows what was tried and what it used."""
+    meanwhile (the client hung up) still knows what was tried and what it used.
+    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace."""
     attempts = [] if attempts is None else attempts
     last: GatewayError | None = None
     refused: GatewayError | None = None  # a target that cannot carry the request: nothing was sent to it
-    for target in resolved.targets:
+    for fallback, target in enumerate(resolved.targets):
         provider = providers[target.provider]
         tries = provider.settings.max_retries + 1
         for number in range(tries):
             started = time.perf_counter()
             record = Attempt(provider.name, target.upstream_model)
             attempts.append(record)
+            span = trace.attempt_started_for(provider, target, req, fallback, req.stream or stream_upstream) if trace is not None else None
             try:
                 source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
             except CannotCarry as exc:
                 record.status, record.error = 400, "cannot_carry"
+                if span is not None:  # as in the access log: the target was considered, nothing was sent
+                    trace.attempt_failed(span, None, "cannot_carry")  # type: ignore[union-attr]
                 refused = refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
                 break  # the next target may speak a dialect that carries it
             except GatewayError as err:
                 record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
+                if span is not None:
+                    trace.attempt_failed(span, err)  # type: ignore[union-attr]
                 last = err
                 if err.kind not in RETRYABLE:
                     err.attempts = attempts  # type: ignore[attr-defined]
@@ -249,7 +260,13 @@ async def open_upstream(
                     log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
                     await asyncio.sleep(delay)
                 continue
+            except BaseException as exc:  # cancelled (the caller left) or a bug: the span still ends
+                if span is not None:
+                    trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)  # type: ignore[union-attr]
+                raise
             record.status, record.ms = 200, (time.perf_counter() - started) * 1000
+            if span is not None:
+                trace.attempt_opened(span, first)  # type: ignore[union-attr]
             return Opened(source, first, provider, target, attempts, dropped)
     # Only when no target could carry the request is the refusal the answer; a target that was
     # tried and failed says more (it may answer on a retry).

@@ -63,9 +63,11 @@ class AccessRecord:
     raw_stop_reason: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    trace_id: str | None = None  # the OpenTelemetry trace (telemetry on): find this request in the tracing backend
     dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
+    response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -190,5 +192,6 @@ class Observer:
             line = asdict(record)
             line.pop("started")
             line.pop("response_started")
+            line.pop("response_done")
             line["ts"] = time.time()
             access_log.info(orjson.dumps(line).decode())

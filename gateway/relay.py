@@ -30,6 +30,7 @@ from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
+    from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.relay")
 
@@ -95,6 +96,8 @@ class Relay:
             if capture is not None:
                 send = capture.wrap_send(send)
                 capture_token = CURRENT.set(capture)
+        telemetry = state.telemetry  # None: tracing off, and nothing below makes a span
+        trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
         try:
             try:
                 check_auth(state.keys, scope, meta.query)
@@ -108,6 +111,8 @@ class Relay:
                     req.stream = meta.stream
                 self._check_limits(req)
                 resolved = state.router.resolve(req.model)
+                if trace is not None:
+                    trace.request(req, resolved)
                 if req.stream and not req.include_usage and (resolved.stream_usage or state.settings.server.stream_usage) == "always":
                     req.include_usage = True  # stream_usage = "always": the stream ends with its usage (OpenAI chat)
                 persist: Persist | None = None
@@ -116,7 +121,7 @@ class Relay:
                     turn = await stateful.prepare(req, dialect)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
-                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, record)
+                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, record, trace)
                         return
                     if stateful.persists(req, dialect):
                         persist = Persist(stateful, dialect, codec, turn)
@@ -129,9 +134,9 @@ class Relay:
                 await self._send_error(codec, err, send, record, extra_headers)
                 return
             record.model, record.stream, record.route = req.model, req.stream, resolved.route
-            work = self._relay(codec, req, resolved, send, record, extra_headers, persist)
+            work = self._relay(codec, req, resolved, send, record, extra_headers, persist, trace)
             finished = await run_until_disconnect(work, receive)
-            if not finished:
+            if not finished and not record.response_done:  # cut short, not merely cancelled while draining the upstream
                 record.status, record.error_kind = 499, record.error_kind or "client_gone"
         except Exception as exc:  # a bug or a store outage: still an answer in the caller's dialect
             log.exception("request %s failed inside the gateway", request_id)
@@ -145,6 +150,8 @@ class Relay:
             if capture is not None:
                 CURRENT.reset(capture_token)
                 state.inspector.end(capture, record)
+            if trace is not None:
+                trace.finish(record)
 
     def _check_limits(self, req: ChatRequest) -> None:
         limit = self.state.settings.server.max_tokens_limit
@@ -159,7 +166,16 @@ class Relay:
         await send_json(send, status, body, headers)
 
     async def _detached(
-        self, codec: Codec, req: ChatRequest, resolved: Any, turn: list[Any], receive: Receive, send: Send, headers: list[tuple[bytes, bytes]], record: AccessRecord
+        self,
+        codec: Codec,
+        req: ChatRequest,
+        resolved: Any,
+        turn: list[Any],
+        receive: Receive,
+        send: Send,
+        headers: list[tuple[bytes, bytes]],
+        record: AccessRecord,
+        trace: RequestTrace | None = None,
     ) -> None:
         """A stored interaction / background response: the generation outlives this connection."""
         stateful = self.state.stateful
@@ -169,7 +185,7 @@ class Relay:
             raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
         attempts: list[Attempt] = []
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts)  # errors: HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts, trace=trace)  # errors: HTTP status, nothing stored
         except BaseException:
             self._note_failed_attempts(record, attempts)
             raise
@@ -177,6 +193,8 @@ class Relay:
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
         headers = _note_dropped(record, opened, headers)
         record.first_byte()
+        if trace is not None:
+            trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
         sid = await stateful.start_detached(dialect, codec, req, opened, turn)
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
@@ -189,11 +207,21 @@ class Relay:
             raise stateful.failure(dialect, sid, obj)
         await send_json(send, 200, obj, headers)
 
-    async def _relay(self, codec: Codec, req: ChatRequest, resolved: Any, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None) -> None:
+    async def _relay(
+        self,
+        codec: Codec,
+        req: ChatRequest,
+        resolved: Any,
+        send: Send,
+        record: AccessRecord,
+        headers: list[tuple[bytes, bytes]],
+        persist: Persist | None = None,
+        trace: RequestTrace | None = None,
+    ) -> None:
         attempts: list[Attempt] = []
         try:
             fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
-            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts)
+            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts, trace=trace)
         except GatewayError as err:
             self._note_failed_attempts(record, attempts)
             await self._send_error(codec, err, send, record, headers)
@@ -209,9 +237,10 @@ class Relay:
             ctx.response_id = new_stored_id(codec.name)
         try:
             if req.stream:
-                await self._stream(codec, ctx, opened, send, record, headers, persist)
+                await self._stream(codec, ctx, opened, send, record, headers, persist, trace.output if trace is not None else None)
             else:
-                await self._whole(codec, ctx, opened, send, record, headers, persist)
+                await self._whole(codec, ctx, opened, send, record, headers, persist, trace)
+            record.response_done = True  # the caller has it all: uvicorn reports a disconnect from here on
         finally:
             # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
             # upstream had reported so far, including usage a dialect holds back until its end.
@@ -231,8 +260,17 @@ class Relay:
             record.upstream_dialect = provider.dialect if provider is not None else None
 
     async def _stream(
-        self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
+        self,
+        codec: Codec,
+        ctx: EncodeContext,
+        opened: Opened,
+        send: Send,
+        record: AccessRecord,
+        headers: list[tuple[bytes, bytes]],
+        persist: Persist | None = None,
+        captured: ReplyBuilder | None = None,
     ) -> None:
+        """``captured`` (telemetry with capture_content): folds the answer for the span's output messages."""
         state = self.state
         encoder = codec.stream_encoder(ctx)
         source = opened.source
@@ -264,6 +302,8 @@ class Relay:
                     if type(event) in _TRACKED:
                         _note_usage(record, event)
                         finished = finished or type(event) is not Usage
+                if captured is not None:
+                    captured.extend(batch)
                 if persist is not None:
                     persist.builder.extend(batch)
                     if finished:  # stored before the caller sees the end, so a follow-up finds it
@@ -311,7 +351,15 @@ class Relay:
             record.status = 200  # the HTTP status was 200; the failure is in error_kind
 
     async def _whole(
-        self, codec: Codec, ctx: EncodeContext, opened: Opened, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]], persist: Persist | None = None
+        self,
+        codec: Codec,
+        ctx: EncodeContext,
+        opened: Opened,
+        send: Send,
+        record: AccessRecord,
+        headers: list[tuple[bytes, bytes]],
+        persist: Persist | None = None,
+        trace: RequestTrace | None = None,
     ) -> None:
         builder = persist.builder if persist is not None else ReplyBuilder()
         async for batch in batches(opened):
@@ -319,6 +367,8 @@ class Relay:
                 builder.add(event)
                 _note_usage(record, event)
         reply = builder.reply
+        if trace is not None and trace.content is not None:
+            trace.reply = reply  # capture_content: the span's output messages
         if reply.error is not None:
             e = reply.error
             err = GatewayError(e.kind, e.message, e.status, raw=e.raw, origin=ctx.upstream_dialect)

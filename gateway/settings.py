@@ -153,6 +153,25 @@ class InspectorSettings(BaseModel):
         if value is not None:
             parse_mode(value)
         return value
+class TelemetrySettings(BaseModel):
+    """OpenTelemetry export (gateway/telemetry.py). Off unless an endpoint is set here or in the
+    standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variables."""
+
+    otlp_endpoint: str | None = None  # OTLP/HTTP base URL, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics appended)
+    service_name: str = "llm-gateway"  # OTEL_SERVICE_NAME wins when set
+    capture_content: bool = False  # prompts, completions and tool arguments on spans only when true
+    shutdown_seconds: float = 5.0  # at most this long flushing spans and metrics on shutdown
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_is_http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)")
+        return value or None
 
 
 class Settings(BaseSettings):
@@ -165,6 +184,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     inspector: InspectorSettings = Field(default_factory=InspectorSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def settings_customise_sources(
