@@ -192,6 +192,13 @@ def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: Ser
     secret = w.page.locator("#new-key code").inner_text(timeout=10000)
     client = openai.OpenAI(base_url=console.url + "/v1", api_key=secret, max_retries=0)
     assert client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16).choices
+    row = w.page.locator('tr[data-key="browser-made"]')
+    row.locator('input[name="rpm"]').fill("7")
+    row.locator("text=Save").click()
+    deadline = time.time() + 10
+    while httpx.get(console.url + "/admin/keys/browser-made", headers={"authorization": f"Bearer {ADMIN}"}).json()["rpm"] != 7:
+        assert time.time() < deadline, "the limit changed in the page is not the key's limit"
+        time.sleep(0.1)
     w.page.locator('tr[data-key="browser-made"] button.danger').click()
     w.page.wait_for_selector('tr[data-key="browser-made"]:has-text("revoked")', timeout=10000)
     deadline = time.time() + 5

@@ -262,10 +262,21 @@ async function keysPage() {
       const spent = k.spend?.spent_usd ?? 0;
       const bar = k.budget_usd ? h("progress", { max: String(k.budget_usd), value: String(Math.min(spent, k.budget_usd)), "aria-label": `spend of ${k.name}` }) : "no budget";
       const revoke = h("button", { type: "button", class: "danger", onclick: async () => { await api(`/admin/keys/${encodeURIComponent(k.name)}`, { method: "DELETE" }); await renderList(); } }, "Revoke");
+      // Change limits: an empty field clears that limit (null), as PATCH /admin/keys/{name} reads it.
+      const limits = h("form", { class: "limits", "aria-label": `limits of ${k.name}` },
+        [["budget_usd", "Budget USD", "0.01"], ["rpm", "RPM", "1"], ["tpm", "TPM", "1"]].map(([f, label, step]) =>
+          h("label", {}, label, h("input", { name: f, type: "number", min: "0", step, size: 7, value: k[f] ?? "" }))),
+        h("button", { type: "submit" }, "Save"));
+      limits.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const body = Object.fromEntries([...new FormData(limits)].map(([f, v]) => [f, v === "" ? null : Number(v)]));
+        await api(`/admin/keys/${encodeURIComponent(k.name)}`, { method: "PATCH", body });
+        await renderList();
+      });
       return h("tr", { "data-key": k.name }, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", {}, bar, ` ${fmt.usd(spent)}`),
-        h("td", {}, k.rpm ?? "–"), h("td", {}, k.tpm ?? "–"), h("td", {}, k.revoked ? "revoked" : revoke));
+        h("td", {}, k.revoked ? "–" : limits), h("td", {}, k.revoked ? "revoked" : revoke));
     });
-    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Models", "Budget", "RPM", "TPM", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
+    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Models", "Spend / budget", "Limits", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
   }
   view.replaceChildren(h("h1", {}, "Keys"), form, shown, table);
   await renderList();
