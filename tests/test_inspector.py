@@ -172,3 +172,27 @@ def test_recent_requests_and_overview(everything: ServerThread) -> None:
         assert live.headers["content-type"].startswith("text/event-stream")
         first = next(live.iter_lines())
         assert first == "event: overview"
+
+
+@pytest.mark.parametrize("upstream", ["gemini", "gemini-interactions", "openai-responses", "openai-chat"])
+def test_no_upstream_credential_is_captured_whatever_the_dialect(everything: ServerThread, upstream: str) -> None:
+    client = anthropic.Anthropic(base_url=everything.url, api_key=CALLER)
+    with client.messages.stream(model=f"{upstream}--text", max_tokens=16, messages=[{"role": "user", "content": "hi"}]) as stream:
+        stream.get_final_message()
+        rid = stream.response.headers["x-request-id"]
+    got = admin(everything, f"/admin/inspector/{rid}")
+    assert got.status_code == 200 and got.json()["upstream_frames"]
+    _no_secret(got.text)
+    sent = got.json()["caller_request"]["headers"]
+    assert [sent[h] for h in ("authorization", "x-api-key") if h in sent] == ["[redacted]"]  # the SDK's key header, named but redacted
+
+
+def test_capture_off_keeps_nothing(fake: FakeUpstream) -> None:
+    with _serve(fake, "off") as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=CALLER, max_retries=0)
+        client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="anthropic--error_500", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+        listed = admin(server, "/admin/inspector").json()
+        assert listed["capture"] == "off" and listed["captures"] == []
+        assert len(admin(server, "/admin/console/requests").json()["requests"]) == 2  # the records still are there
