@@ -168,6 +168,7 @@ def test_recent_requests_and_overview(everything: ServerThread) -> None:
     o = admin(everything, "/admin/console/overview").json()
     assert o["requests"] >= 1 and o["series"] and o["ttft_p50"] is not None
     assert any(m["provider"] == "up-openai-chat" and m["input_tokens"] > 0 for m in o["by_model"])
+    assert all(m["cost_usd"] is None for m in o["by_model"])  # no price known: null, never a silent 0
     with httpx.stream("GET", everything.url + "/admin/console/live?interval=0.2", headers={"authorization": f"Bearer {ADMIN}"}, timeout=5) as live:
         assert live.headers["content-type"].startswith("text/event-stream")
         first = next(live.iter_lines())

@@ -33,7 +33,7 @@ class Bucket:
         self.requests = 0
         self.errors = 0
         self.ttfts: list[float] = []
-        self.by_model: dict[tuple[str, str], list[float]] = {}  # (provider, model) -> [requests, input, output, cost]
+        self.by_model: dict[tuple[str, str], list[Any]] = {}  # (provider, model) -> [requests, input, output, cost or None]
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -66,11 +66,12 @@ class Recent:
             key = (record.provider, record.upstream_model or record.model or "")
             row = bucket.by_model.get(key)
             if row is None:
-                row = bucket.by_model[key] = [0, 0, 0, 0.0]
+                row = bucket.by_model[key] = [0, 0, 0, None]  # cost None until a priced request: never a silent 0
             row[0] += 1
             row[1] += record.input_tokens or 0
             row[2] += record.output_tokens or 0
-            row[3] += line["cost_usd"] or 0.0
+            if line["cost_usd"] is not None:
+                row[3] = (row[3] or 0.0) + line["cost_usd"]
 
     def latest(self, limit: int = 200, key: str | None = None, model: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -103,7 +104,7 @@ class Recent:
             }
             for b in live
         ]
-        totals: dict[tuple[str, str], list[float]] = {}
+        totals: dict[tuple[str, str], list[Any]] = {}
         ttfts: list[float] = []
         requests = errors = 0
         for b in live:
@@ -111,9 +112,11 @@ class Recent:
             errors += b.errors
             ttfts += b.ttfts
             for k, row in b.by_model.items():
-                acc = totals.setdefault(k, [0, 0, 0, 0.0])
-                for i in range(4):
+                acc = totals.setdefault(k, [0, 0, 0, None])
+                for i in range(3):
                     acc[i] += row[i]
+                if row[3] is not None:
+                    acc[3] = (acc[3] or 0.0) + row[3]
         last = live[-1] if live and live[-1].minute == now_minute else None
         return {
             "now": time.time(),
@@ -125,7 +128,7 @@ class Recent:
             "ttft_p95": _percentile(ttfts, 0.95),
             "series": series,
             "by_model": [
-                {"provider": p, "model": m, "requests": int(r[0]), "input_tokens": int(r[1]), "output_tokens": int(r[2]), "cost_usd": round(r[3], 9)}
+                {"provider": p, "model": m, "requests": int(r[0]), "input_tokens": int(r[1]), "output_tokens": int(r[2]), "cost_usd": None if r[3] is None else round(r[3], 9)}
                 for (p, m), r in sorted(totals.items(), key=lambda kv: -kv[1][0])
             ],
         }

@@ -101,7 +101,7 @@ async function overviewPage() {
         { name: "p50", values: o.series.map((p) => p.ttft_p50) },
         { name: "p95", values: o.series.map((p) => p.ttft_p95), cls: "alt" },
       ], fmt.ms),
-      barChart("Tokens by model", o.by_model.map((r) => `${r.provider}/${r.model}`), [
+      barChart("Tokens by model", o.by_model.map((r) => r.model), [
         { name: "input", values: o.by_model.map((r) => r.input_tokens) },
         { name: "output", values: o.by_model.map((r) => r.output_tokens), cls: "alt" },
       ], fmt.n),
@@ -216,18 +216,18 @@ async function inspectorPage(id) {
       h("pre", { class: "body" }, rec ? JSON.stringify(rec, null, 2) : "No record of it in this process."));
     return;
   }
-  const dl = (q, name) => h("a", { class: "button", href: "#", onclick: async (e) => {
+  const dl = (q, name, label) => h("a", { class: "button", href: "#", onclick: async (e) => {
     e.preventDefault();
     const res = await fetch(`/admin/inspector/${encodeURIComponent(id)}?${q}`, { headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY)}` } });
     const url = URL.createObjectURL(await res.blob());
     h("a", { href: url, download: name }).click();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
-  } }, `Download ${name}`);
+  } }, label);
   view.replaceChildren(
     h("h1", {}, `Request ${c.request_id}`),
     h("p", { class: c.status >= 400 || c.error_kind ? "error" : "muted" },
       `${c.caller_dialect} → ${c.upstream_dialect ?? "–"} · ${c.model ?? ""} → ${c.provider ?? "–"}/${c.upstream_model ?? ""} · HTTP ${c.status}${c.error_kind ? " · " + c.error_kind : ""} · ${fmt.ms(c.duration_ms)}${c.truncated ? " · capture truncated" : ""}`),
-    h("p", { class: "actions" }, dl("download=1", `${id}.json`), " ", dl("side=upstream", `${id}.sse`)),
+    h("p", { class: "actions" }, dl("download=1", `${id}.json`, "Download the capture (.json)"), " ", dl("side=upstream", `${id}.sse`, "Download the upstream body (.sse)")),
     h("div", { class: "trio" },
       frameList("Upstream frames (raw)", c.upstream_frames, "upstream"),
       frameList("Union events", (c.events || []).map((e) => ({ ms: e.ms, data: `${e.type} ${JSON.stringify(e.event)}`, whole: true })), "events"),

@@ -73,7 +73,8 @@ export function barChart(title, labels, series, fmt) {
       rect.append(svg("title", {}, `${name} ${s.name}: ${fmt(v)}`));
       root.append(rect);
     });
-    const short = name.length > 18 ? name.slice(0, 17) + "…" : name;
+    const room = Math.max(3, Math.floor(group / 6.5));
+    const short = name.length > room ? name.slice(0, room - 1) + "…" : name;
     root.append(svg("text", { x: (L + i * group + 4).toFixed(1), y: H - 8, class: "tick" }, short));
   });
   series.forEach((s, i) => root.append(svg("text", { x: W - R - 60 * (series.length - i), y: T + 10, class: `legend ${s.cls || ""}` }, `■ ${s.name}`)));
