@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-hold", type=float, default=600.0, help="the fake releases a held stream after this many seconds anyway")
     ap.add_argument("--idle-after", type=float, default=10.0)
     ap.add_argument("--max-connections", type=int, default=20000, help="provider max_connections in the generated config")
+    ap.add_argument("--transport", choices=["gateway", "httpx"], default=None, help="the provider's upstream transport (default: the gateway's)")
     ap.add_argument("--keepalive-seconds", type=float, default=None, help="server.keepalive_seconds (default: the gateway's)")
     ap.add_argument("--max-rss-mb", type=float, default=1024.0)
     ap.add_argument("--nofile", type=int, default=65536, help="RLIMIT_NOFILE wanted (soft up to the hard limit unless root may raise it)")
@@ -223,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
+    if args.transport:
+        os.environ["BENCH_TRANSPORT"] = args.transport  # read by write_config
     if args.streams > 30000:
         ap.error("bounded: at most 30000 streams")
     nofile = raise_nofile(args.nofile)

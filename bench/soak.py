@@ -417,6 +417,8 @@ def write_config(path: Path, gw_port: int, fake_port: int, upstream: str, routes
               'api_key = "bench-upstream-key"', "max_retries = 0"]
     if max_connections is not None:
         lines.append(f"max_connections = {max_connections}")
+    if os.environ.get("BENCH_TRANSPORT"):  # --transport of soak.py / memory.py
+        lines.append(f'transport = "{os.environ["BENCH_TRANSPORT"]}"')
     lines.append("")
     for model, n in routes.items():
         lines += ["[[routes]]", f'model = "{model}"', 'provider = "up"', f'upstream_model = "bench-chunks{n}"', ""]
@@ -583,12 +585,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--interval-max", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=120.0, help="per-stream timeout; also bounds the drain")
     ap.add_argument("--max-connections", type=int, default=None, help="provider max_connections (default: the gateway's default)")
+    ap.add_argument("--transport", choices=["gateway", "httpx"], default=None, help="the provider's upstream transport (default: the gateway's)")
     ap.add_argument("--nofile", type=int, default=65536, help="RLIMIT_NOFILE for this process, the fake and the gateway")
     ap.add_argument("--gateway-port", type=int, default=0)
     ap.add_argument("--fake-port", type=int, default=0)
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (config, logs)")
     args = ap.parse_args(argv)
+    if args.transport:
+        os.environ["BENCH_TRANSPORT"] = args.transport  # read by write_config
     if args.duration > 600 or args.concurrency > 20000:
         ap.error("bounded: at most 600 s and 20000 streams")
     return args

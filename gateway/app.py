@@ -186,8 +186,7 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             state.shutting_down = True
-            for task in list(state.stateful.tasks.values()):
-                task.cancel()
+            await state.stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()
             await store.close()

@@ -142,7 +142,7 @@ async def _attempt(
                 where = response.headers.get("location", "?")
                 raise GatewayError("bad_gateway", f"upstream {provider.name} redirected (HTTP {response.status_code} to {where}): check its base_url", 502)
             if response.status_code >= 400 or response.status_code < 200:
-                body = await response.aread(limit=1 << 20)  # an error body: a megabyte says enough
+                body = await http_client.read_at_most(response, 1 << 20)  # an error body: a megabyte says enough
                 err = codec.decode_error(response.status_code, body)
                 err.retry_after = _retry_after(response)
                 if response.status_code in (401, 403):

@@ -1,169 +1,71 @@
-"""The upstream HTTP/1.1 client: one connection as an asyncio protocol with the ``httptools``
-parser, and the streamed ``Response`` (the pool that owns connections is ``http_pool.py``).
+"""One upstream HTTP/1.1 connection as an asyncio protocol with the ``httptools`` parser, and the
+byte stream an ``httpx.Response`` reads it through (the pool is ``http_pool.py``, the
+``httpx`` transport that puts them behind ``httpx.AsyncClient`` is ``http_transport.py``).
 
-Why not httpx: measured in ``bench/`` (README "Where the time goes"), httpx → httpcore → h11 hands
-the body out one HTTP chunk at a time, so a stream whose 50 events arrive in one socket read still
-cost 50 decoder passes, 50 caller writes and 50 trips through three layers of Python; and its
-per-request path (request model, pool bookkeeping) was ~47 % of a short stream's CPU. Here the
-body is handed out per *socket read* (all the chunks that arrived together, joined once), the
-request is one pre-assembled ``transport.write``, and the pool is a dict of idle connections.
-``httptools`` (the C llhttp parser, already installed by ``uvicorn[standard]``) does the framing:
-chunked, content-length and read-until-close bodies, header folding, protocol errors.
+Why a connection of our own under httpx: measured in ``bench/`` (README "Where the time goes"),
+httpx's default transport (httpcore → h11) hands the body out one HTTP chunk at a time, so a stream
+whose 50 events arrive in one socket read still cost 50 decoder passes, 50 caller writes and 50
+trips through three layers of Python, and its pool walks every connection on each request. Here the
+body is handed out per *socket read* (all the chunks that arrived together, joined once): one read
+= one item of the response's ``aiter_raw()`` = one decoder batch = one caller write. The request is
+one pre-assembled ``transport.write``. ``httptools`` (the C llhttp parser, already installed by
+``uvicorn[standard]``) does the framing: chunked, content-length and read-until-close bodies,
+header folding, protocol errors.
 
-What it deliberately does not do: HTTP/2, redirects, cookies, ``Expect: 100-continue``, proxy
-settings from the environment. Upstream model APIs need none of them; a provider that must go
-through an HTTP proxy names it (``proxy``): https upstreams are tunnelled with ``CONNECT``, http
-ones sent in absolute form. TLS verifies the certificate and host name against the
-system trust store (``certifi``'s when the system has none), or a provider's ``ca_file``.
+What it deliberately does not do: HTTP/2, redirects, ``Expect: 100-continue``, SOCKS or proxy
+settings from the environment: ``transport = "httpx"`` (httpx's own transport) does those. Content
+decoding (gzip, deflate, br) is httpx's, on ``aiter_bytes``.
 
-Errors are the small hierarchy below; ``TimeoutException`` and ``HTTPError`` keep httpx's
-meaning (and names) so messages and handling stay what callers of the gateway already see.
+Errors are httpx's own classes (re-exported here so the rest of the gateway names one module).
 """
 
 from __future__ import annotations
 
 import asyncio
-import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit
+from typing import Any
 
 import httptools
+import httpx
+from httpx import (
+    ConnectError,
+    ConnectTimeout,
+    HTTPError,
+    LocalProtocolError,
+    PoolTimeout,
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    Response,
+    TimeoutException,
+)
 
-if TYPE_CHECKING:
-    from gateway.http_pool import ConnectionPool
+__all__ = [
+    "Connection", "ConnectionStream", "Origin", "request_head", "read_at_most",
+    "HTTPError", "TimeoutException", "ConnectTimeout", "PoolTimeout", "ReadTimeout", "ConnectError",
+    "ReadError", "RemoteProtocolError", "LocalProtocolError", "Response",
+]
 
 # A stream's body is buffered up to this before the socket stops being read (backpressure from a
 # slow caller reaches the upstream's TCP window instead of our memory).
 _HIGH_WATER = 256 * 1024
 
 
-class HTTPError(Exception):
-    """Any failure talking to the upstream (connect, protocol, connection lost)."""
-
-
-class TimeoutException(HTTPError):
-    pass
-
-
-class ConnectTimeout(TimeoutException):
-    pass
-
-
-class PoolTimeout(TimeoutException):
-    pass
-
-
-class ConnectError(HTTPError):
-    pass
-
-
-class ReadError(HTTPError):
-    """The connection closed or reset before the response was complete."""
-
-
-class RemoteProtocolError(HTTPError):
-    """The upstream sent something that is not HTTP/1.1."""
-
-
-class LocalProtocolError(HTTPError):
-    """We were asked to send something that cannot go on the wire (a CR/LF in a header value)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Origin:
     scheme: str
-    host: str
+    host: str  # ASCII (IDNA-encoded); an IPv6 address without brackets
     port: int
-
-    @property
-    def host_header(self) -> bytes:
-        default = 443 if self.scheme == "https" else 80
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        value = host if self.port == default else f"{host}:{self.port}"
-        return value.encode("ascii") if value.isascii() else value.encode("idna")
-
-
-def split_url(url: str, params: dict[str, str] | None = None) -> tuple[Origin, bytes]:
-    """``https://h:p/base/path?q`` → (origin, request target bytes)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConnectError(f"unsupported upstream URL scheme or host: {parts.scheme!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    target = parts.path or "/"
-    query = parts.query
-    if params:
-        query = (query + "&" if query else "") + urlencode(params)
-    if query:
-        target += "?" + query
-    return Origin(parts.scheme, parts.hostname, port), target.encode("ascii", "strict") if target.isascii() else _quote_target(target)
-
-
-def _quote_target(target: str) -> bytes:
-    from urllib.parse import quote
-
-    return quote(target, safe="/?&=%:@!$'()*+,;~-._").encode("ascii")
-
-
-class Response:
-    """A response whose body is read as it arrives. ``aclose`` must always be called."""
-
-    __slots__ = ("status_code", "headers", "_conn", "_pool", "_closed", "_inflate")
-
-    def __init__(self, status_code: int, headers: dict[str, str], conn: Connection, pool: ConnectionPool) -> None:
-        self.status_code = status_code
-        self.headers = headers  # lower-cased names; repeated headers joined with ", "
-        self._conn = conn
-        self._pool = pool
-        self._closed = False
-        encoding = headers.get("content-encoding", "identity").lower()
-        # We send accept-encoding: identity; a server that compresses anyway is still understood.
-        self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding in ("gzip", "deflate", "x-gzip") else None
-        if encoding not in ("identity", "", "gzip", "deflate", "x-gzip"):
-            raise RemoteProtocolError(f"upstream used an unsupported content-encoding {encoding!r}")
-
-    async def read_some(self) -> bytes:
-        """Every body byte that has arrived since the last call (waiting for at least one);
-        ``b""`` once the body is complete. Raises ``ReadError`` if the connection is lost first."""
-        data = await self._conn.read_body()
-        while self._inflate is not None:
-            try:
-                if not data:
-                    return self._inflate.flush()
-                data = self._inflate.decompress(data)
-            except zlib.error as exc:
-                raise RemoteProtocolError(f"upstream sent a body that does not inflate: {exc}") from None
-            if data:
-                return data
-            data = await self._conn.read_body()  # a compressed piece too short to yield a byte yet
-        return data
-
-    async def aread(self, limit: int | None = None) -> bytes:
-        """The rest of the body; with ``limit``, at most about that many bytes (the rest is left
-        unread and the connection is then not reused)."""
-        parts = []
-        size = 0
-        while chunk := await self.read_some():
-            parts.append(chunk)
-            size += len(chunk)
-            if limit is not None and size >= limit:
-                break
-        return b"".join(parts)
-
-    async def aclose(self) -> None:
-        """Give the connection back to the pool if its response was read to the end, else close it."""
-        if not self._closed:
-            self._closed = True
-            self._pool.release(self._conn)
+    authority: bytes  # host:port as it goes on a CONNECT line
 
 
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection; carries one request/response at a time."""
 
     __slots__ = (
-        "origin", "pool", "transport", "parser", "closed", "lost", "idle_since", "served",
+        "origin", "pool", "transport", "parser", "closed", "lost", "idle_since", "served", "read_timeout",
         "_status", "_headers", "_head_waiter", "_body", "_body_size", "_body_waiter",
-        "_complete", "_error", "_paused", "_got_bytes", "_until_close", "_keep_alive", "_loop",
+        "_complete", "_error", "_paused", "_got_bytes", "_until_close", "_keep_alive", "_loop", "_framed",
     )
 
     def __init__(self, origin: Origin, pool: Any) -> None:  # pool: a ConnectionPool, or nobody once it gave up the slot
@@ -174,13 +76,14 @@ class Connection(asyncio.Protocol):
         self.lost = False
         self.idle_since = 0.0
         self.served = 0
+        self.read_timeout: float | None = None
         self._loop = asyncio.get_running_loop()
         self._reset()
 
     def _reset(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
         self._status = 0
-        self._headers: dict[str, str] = {}
+        self._headers: list[tuple[bytes, bytes]] = []
         self._head_waiter: asyncio.Future[None] | None = None
         self._body: list[bytes] = []
         self._body_size = 0
@@ -190,6 +93,7 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._got_bytes = False
         self._until_close = False
+        self._framed = False  # content-length or chunked seen
         self._keep_alive = False
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -219,19 +123,20 @@ class Connection(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
+        self._headers.append((name, value))
+        lowered = name.lower()
+        if lowered == b"content-length" or (lowered == b"transfer-encoding" and b"chunked" in value.lower()):
+            self._framed = True
 
     def on_headers_complete(self) -> None:
         self._status = self.parser.get_status_code()
         if 100 <= self._status < 200:  # an interim response (we never ask for one): ignore it
             self._status = 0
-            self._headers = {}
+            self._headers = []
+            self._framed = False
             return
-        headers = self._headers
         self._keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once the message is complete
-        self._until_close = "content-length" not in headers and "chunked" not in headers.get("transfer-encoding", "").lower()
+        self._until_close = not self._framed
         if self._head_waiter is not None and not self._head_waiter.done():
             self._head_waiter.set_result(None)
 
@@ -259,9 +164,9 @@ class Connection(asyncio.Protocol):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
-    # -- used by the pool and Response ------------------------------------------------------
+    # -- used by the pool and the stream ----------------------------------------------------
 
-    async def request(self, head: bytes, body: bytes | None) -> tuple[int, dict[str, str]]:
+    async def request(self, head: bytes, body: bytes | None) -> tuple[int, list[tuple[bytes, bytes]]]:
         """Write one request and wait for the response head."""
         assert self.transport is not None
         self._reset()
@@ -270,12 +175,25 @@ class Connection(asyncio.Protocol):
         self.transport.write(head + body if body else head)
         if not self._status and self._error is None:
             self._head_waiter = self._loop.create_future()
-            await self._head_waiter
+            await self._wait(self._head_waiter)
         if self._error is not None and not self._status:
             raise self._error
         return self._status, self._headers
 
+    async def _wait(self, waiter: asyncio.Future[None]) -> None:
+        if self.read_timeout is None:
+            await waiter
+            return
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                await waiter
+        except TimeoutError:
+            self.close()
+            raise ReadTimeout(f"upstream sent nothing for {self.read_timeout:g}s") from None
+
     async def read_body(self) -> bytes:
+        """Every body byte that has arrived since the last call (waiting for at least one);
+        ``b""`` once the body is complete. Raises ``ReadError`` if the connection is lost first."""
         while True:
             if self._body:
                 body = self._body
@@ -292,7 +210,7 @@ class Connection(asyncio.Protocol):
                 raise self._error
             self._body_waiter = self._loop.create_future()
             try:
-                await self._body_waiter
+                await self._wait(self._body_waiter)
             finally:
                 self._body_waiter = None
 
@@ -317,13 +235,61 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
 
 
-def request_head(method: str, target: bytes, origin: Origin, headers: dict[str, str], body: bytes | None) -> bytes:
-    lines = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\nhost: ", origin.host_header, b"\r\n"]
-    for name, value in headers.items():
-        if "\r" in value or "\n" in value or "\0" in value or "\r" in name or "\n" in name or ":" in name:
-            raise LocalProtocolError(f"header {name!r} has a character that cannot be sent")
-        lines += (name.encode("latin-1"), b": ", value.encode("latin-1", "replace"), b"\r\n")
-    if body is not None:
-        lines += (b"content-length: ", str(len(body)).encode(), b"\r\n")
+class ConnectionStream(httpx.AsyncByteStream):
+    """A response body as httpx reads it: one item per socket read; ``aclose`` gives the
+    connection back to its pool (or closes it, when the body was not read to the end)."""
+
+    __slots__ = ("_conn", "_pool", "_closed")
+
+    def __init__(self, conn: Connection, pool: Any) -> None:
+        self._conn = conn
+        self._pool = pool
+        self._closed = False
+
+    def __aiter__(self) -> ConnectionStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        data = await self._conn.read_body()
+        if not data:
+            raise StopAsyncIteration
+        return data
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.release(self._conn)
+
+
+def request_head(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The request line and header block, refusing what would split it (a CR, LF or NUL in a
+    header, a colon in a name): httpx does not check, and a value from a caller must never become
+    a header of its own."""
+    lines = [method, b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        if b":" in name:
+            raise LocalProtocolError(f"header name {name!r} cannot be sent")
+        lines += (name, b": ", value, b"\r\n")
     lines.append(b"\r\n")
-    return b"".join(lines)
+    head = b"".join(lines)
+    # Two C-level counts over the whole head instead of three tests per header.
+    if head.count(b"\n") != len(headers) + 2 or head.count(b"\r") != len(headers) + 2 or b"\0" in head:
+        raise LocalProtocolError("a header has a character that cannot be sent (CR, LF or NUL)")
+    return head
+
+
+async def read_at_most(response: httpx.Response, limit: int) -> bytes:
+    """The (decoded) body, or about its first ``limit`` bytes: an error body or a whole reply must
+    not take the gateway's memory. What is left unread is not reused (the connection closes)."""
+    parts = []
+    size = 0
+    reads = response.aiter_bytes()
+    try:
+        async for chunk in reads:
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+    finally:
+        await reads.aclose()
+    return b"".join(parts)

@@ -1,6 +1,6 @@
 """The connection pool behind each provider: keep-alive, limits, TLS and an optional HTTP proxy.
 
-One pool per provider (``upstream.py``). All bookkeeping is O(1) per request and per close: a
+One pool per provider, inside its ``GatewayTransport`` (``http_transport.py``). All bookkeeping is O(1) per request and per close: a
 dict of idle connections per origin, a count of open ones, a queue of requests waiting for a
 slot. httpcore's pool walks every connection on each of those, which is what made 1,000+ streams
 slow (bench/README.md).
@@ -21,10 +21,10 @@ from gateway.http_client import (
     Origin,
     PoolTimeout,
     ReadError,
-    Response,
     request_head,
-    split_url,
 )
+
+Headers = list[tuple[bytes, bytes]]
 
 
 class ConnectionPool:
@@ -32,7 +32,7 @@ class ConnectionPool:
 
     Idle connections are reused newest first (the oldest are the likeliest to have been closed by
     the server); one idle longer than ``keepalive_expiry`` is closed instead. A request that finds
-    every slot busy waits up to ``pool_timeout`` for one (``PoolTimeout``). All bookkeeping is
+    every slot busy waits up to the request's pool timeout for one (``PoolTimeout``). All bookkeeping is
     O(1) per request: no walk over the open connections.
     """
 
@@ -40,19 +40,16 @@ class ConnectionPool:
         self,
         max_connections: int = 1000,
         keepalive_expiry: float = 15.0,
-        connect_timeout: float = 10.0,
-        pool_timeout: float = 10.0,
         ca_file: str | None = None,
         proxy: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
-        self.connect_timeout = connect_timeout
-        self.pool_timeout = pool_timeout
         self._idle: dict[Origin, dict[Connection, None]] = {}
         self._open = 0
         self._waiters: collections.deque[asyncio.Future[Connection | None]] = collections.deque()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = ssl_context
         self._ca_file = ca_file
         self._proxy, self._proxy_auth = _parse_proxy(proxy) if proxy else (None, None)
         self.connections_opened = 0
@@ -61,16 +58,21 @@ class ConnectionPool:
     def open_connections(self) -> int:
         return self._open
 
-    async def send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, params: dict[str, str] | None = None) -> Response:
-        """Send a request; return its response with the head read and the body still to come."""
-        origin, target = split_url(url, params)
+    async def send(
+        self, origin: Origin, method: bytes, target: bytes, headers: Headers, body: bytes | None,
+        connect_timeout: float | None, pool_timeout: float | None, read_timeout: float | None = None,
+    ) -> tuple[Connection, int, Headers]:
+        """Send one request; return its connection with the response head read and the body still
+        to come (read it with ``conn.read_body()``, then hand the connection to ``release``).
+        A timeout of ``None`` waits as long as it takes (httpx's meaning)."""
         if self._proxy is not None and origin.scheme == "http":  # absolute form, to the proxy
-            target = b"http://" + origin.host_header + target
+            target = b"http://" + origin.authority + target
             if self._proxy_auth:
-                headers = {**headers, "proxy-authorization": self._proxy_auth}
-        head = request_head(method, target, origin, headers, body)
+                headers = [*headers, (b"proxy-authorization", self._proxy_auth.encode("latin-1"))]
+        head = request_head(method, target, headers)
         for attempt in range(2):
-            conn = await self._acquire(origin, fresh=attempt > 0)
+            conn = await self._acquire(origin, attempt > 0, connect_timeout, pool_timeout)
+            conn.read_timeout = read_timeout
             reused = conn.served > 0
             try:
                 status, response_headers = await conn.request(head, body)
@@ -86,15 +88,10 @@ class ConnectionPool:
                 self.release(conn)
                 raise
             conn.served += 1
-            try:
-                return Response(status, response_headers, conn, self)
-            except BaseException:
-                conn.close()
-                self.release(conn)
-                raise
+            return conn, status, response_headers
         raise AssertionError("unreachable")
 
-    async def _acquire(self, origin: Origin, fresh: bool = False) -> Connection:
+    async def _acquire(self, origin: Origin, fresh: bool, connect_timeout: float | None, pool_timeout: float | None) -> Connection:
         idle = self._idle.get(origin)
         now = time.monotonic()
         while idle and not fresh:
@@ -103,7 +100,7 @@ class ConnectionPool:
                 return conn
             self._discard(conn)
         if self._open >= self.max_connections and not self._evict_idle():
-            granted = await self._wait_for_slot()
+            granted = await self._wait_for_slot(pool_timeout)
             if granted is not None:
                 if granted.origin == origin and not granted.closed and not fresh:
                     return granted
@@ -112,7 +109,7 @@ class ConnectionPool:
         else:
             self._open += 1
         try:
-            return await self._connect(origin)
+            return await self._connect(origin, connect_timeout)
         except BaseException:
             self._open -= 1
             self._wake_one()
@@ -129,12 +126,12 @@ class ConnectionPool:
                 return True
         return False
 
-    async def _wait_for_slot(self) -> Connection | None:
+    async def _wait_for_slot(self, timeout: float | None) -> Connection | None:
         """Wait until a connection is released to us (returned) or a slot frees up (None: we hold it)."""
         waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
-            async with asyncio.timeout(self.pool_timeout):
+            async with asyncio.timeout(timeout):
                 return await waiter
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
@@ -147,16 +144,16 @@ class ConnectionPool:
             else:
                 waiter.cancel()
             if isinstance(exc, TimeoutError):
-                raise PoolTimeout(f"no free upstream connection within {self.pool_timeout:g}s") from None
+                raise PoolTimeout(f"no free upstream connection within {timeout:g}s") from None
             raise
 
-    async def _connect(self, origin: Origin) -> Connection:
+    async def _connect(self, origin: Origin, timeout: float | None) -> Connection:
         loop = asyncio.get_running_loop()
         ssl_context = self._ssl_context() if origin.scheme == "https" else None
         proxy = self._proxy
         where = f"{origin.host}:{origin.port}" + (f" through the proxy {proxy.host}:{proxy.port}" if proxy else "")
         try:
-            async with asyncio.timeout(self.connect_timeout):
+            async with asyncio.timeout(timeout):
                 if proxy is None:
                     _, conn = await loop.create_connection(
                         lambda: Connection(origin, self), origin.host, origin.port, ssl=ssl_context, server_hostname=origin.host if ssl_context else None
@@ -166,7 +163,7 @@ class ConnectionPool:
                     if ssl_context is not None:
                         await self._tunnel(loop, conn, origin, ssl_context)
         except TimeoutError:
-            raise ConnectTimeout(f"connecting to {where} took over {self.connect_timeout:g}s") from None
+            raise ConnectTimeout(f"connecting to {where} took over {timeout:g}s") from None
         except OSError as exc:
             raise ConnectError(f"cannot connect to {where}: {exc.strerror or exc}") from None
         self.connections_opened += 1
@@ -174,7 +171,7 @@ class ConnectionPool:
 
     async def _tunnel(self, loop: asyncio.AbstractEventLoop, conn: Connection, origin: Origin, ssl_context: ssl.SSLContext) -> None:
         """``CONNECT`` through the proxy, then TLS with the upstream inside the tunnel."""
-        authority = f"{origin.host}:{origin.port}".encode("idna")
+        authority = origin.authority
         head = b"CONNECT " + authority + b" HTTP/1.1\r\nhost: " + authority + b"\r\n"
         if self._proxy_auth:
             head += b"proxy-authorization: " + self._proxy_auth.encode("latin-1") + b"\r\n"
@@ -242,22 +239,29 @@ class ConnectionPool:
                 self._open -= 1
         self._idle.clear()
 
-
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            if self._ca_file:
-                self._ssl = ssl.create_default_context(cafile=self._ca_file)
-            else:
-                self._ssl = ssl.create_default_context()  # the system store: where operators add their CAs
-                if not self._ssl.cert_store_stats().get("x509_ca"):
-                    try:  # a minimal image without a CA bundle: Mozilla's, when certifi is installed
-                        import certifi
-
-                        self._ssl.load_verify_locations(cafile=certifi.where())
-                    except ImportError:
-                        pass
-            self._ssl.set_alpn_protocols(["http/1.1"])
+            self._ssl = trust_context(self._ca_file)
         return self._ssl
+
+
+def trust_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """Certificates and host names verified against ``ca_file``, else the system store (where
+    operators add their CAs), else certifi's bundle on a minimal image that has none. Both
+    transports use it, so ``transport = "httpx"`` trusts exactly what the default one trusts."""
+    if ca_file:
+        context = ssl.create_default_context(cafile=ca_file)
+    else:
+        context = ssl.create_default_context()
+        if not context.cert_store_stats().get("x509_ca"):
+            try:
+                import certifi
+
+                context.load_verify_locations(cafile=certifi.where())
+            except ImportError:
+                pass
+    context.set_alpn_protocols(["http/1.1"])
+    return context
 
 
 def _parse_proxy(url: str) -> tuple[Origin, str | None]:
@@ -272,7 +276,8 @@ def _parse_proxy(url: str) -> tuple[Origin, str | None]:
     if parts.username is not None:
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         auth = "Basic " + base64.b64encode(pair).decode()
-    return Origin("http", parts.hostname, parts.port or 80), auth
+    port = parts.port or 80
+    return Origin("http", parts.hostname, port, f"{parts.hostname}:{port}".encode("idna")), auth
 
 
 class _DetachedPool:

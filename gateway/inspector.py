@@ -210,25 +210,49 @@ class Capture:
 
 
 class CapturingResponse:
-    """An upstream response that copies every body read into the capture (only while capturing)."""
+    """An upstream (httpx) response that copies every body read into the capture, only while
+    capturing: ``stream`` (the raw reads of gateway/source.py) and ``aiter_bytes`` (error bodies,
+    whole replies, compressed streams) hand out the same chunks after recording them."""
 
     def __init__(self, response: Any, capture: Capture, attempt: int) -> None:
-        self._response = response
-        self._capture = capture
-        self._attempt = attempt
+        object.__setattr__(self, "_response", response)
+        object.__setattr__(self, "_capture", capture)
+        object.__setattr__(self, "_attempt", attempt)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._response, name)
 
-    async def read_some(self) -> bytes:
-        data = await self._response.read_some()
-        self._capture.upstream_bytes(self._attempt, data)
-        return data
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._response, name, value)  # e.g. close_response dropping the spent stream
 
-    async def aread(self, *args: Any, **kwargs: Any) -> bytes:
-        data = await self._response.aread(*args, **kwargs)
-        self._capture.upstream_bytes(self._attempt, data)
-        return data
+    @property
+    def stream(self) -> Any:
+        return _Tee(self._response.stream, self._capture, self._attempt)
+
+    def aiter_bytes(self, *args: Any, **kwargs: Any) -> Any:
+        return _tee(self._response.aiter_bytes(*args, **kwargs), self._capture, self._attempt)
+
+
+class _Tee:
+    __slots__ = ("_inner", "_capture", "_attempt")
+
+    def __init__(self, inner: Any, capture: Capture, attempt: int) -> None:
+        self._inner, self._capture, self._attempt = inner, capture, attempt
+
+    def __aiter__(self) -> Any:
+        return _tee(self._inner, self._capture, self._attempt)
+
+
+async def _tee(inner: Any, capture: Capture, attempt: int) -> Any:
+    iterator = inner.__aiter__()
+    try:
+        async for chunk in iterator:
+            capture.upstream_bytes(attempt, chunk)
+            yield chunk
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def failed(record: Any) -> bool:

@@ -89,6 +89,7 @@ class Relay:
         request_id = request_id_for(scope)
         extra_headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, dialect, scope["path"])
+        shared: SharedRecord | None = None  # a detached generation shares the record (see _detached)
         codec = codec_for(dialect)
         capture = None
         if state.inspector.on:  # the only cost of the inspector when capture is off
@@ -121,7 +122,8 @@ class Relay:
                     turn = await stateful.prepare(req, dialect)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
-                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, record, trace)
+                        shared = SharedRecord(state.observer, record)
+                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, shared, trace)
                         return
                     if stateful.persists(req, dialect):
                         persist = Persist(stateful, dialect, codec, turn)
@@ -144,9 +146,12 @@ class Relay:
                 err = GatewayError("api_error", f"internal gateway error ({type(exc).__name__}); the request id is {request_id}", 500)
                 await self._send_error(codec, err, send, record, extra_headers)
         finally:
-            state.observer.finish(record)
-            if state.console is not None:
-                state.console.note(record)
+            if shared is None:
+                state.observer.finish(record)
+                if state.console is not None:  # (a detached generation's record is finished later, unseen here)
+                    state.console.note(record)
+            else:
+                shared.release()
             if capture is not None:
                 CURRENT.reset(capture_token)
                 state.inspector.end(capture, record)
@@ -174,10 +179,16 @@ class Relay:
         receive: Receive,
         send: Send,
         headers: list[tuple[bytes, bytes]],
-        record: AccessRecord,
+        shared: SharedRecord,
         trace: RequestTrace | None = None,
     ) -> None:
-        """A stored interaction / background response: the generation outlives this connection."""
+        """A stored interaction / background response: the generation outlives this connection.
+
+        Its usage, stop reason and error go into the access record of THIS request (the one that
+        started it), filled by the generation's own events; the record is written once, when
+        both this request and the generation are done (see ``SharedRecord``). A resume, a replay
+        or a GET of the stored object reads the event log and never carries the usage again."""
+        record = shared.record
         stateful = self.state.stateful
         assert stateful is not None
         dialect = codec.name
@@ -195,13 +206,17 @@ class Relay:
         record.first_byte()
         if trace is not None:
             trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
-        sid = await stateful.start_detached(dialect, codec, req, opened, turn)
+        sid = await stateful.start_detached(dialect, codec, req, opened, turn, shared)
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
-            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers), receive)
+            got_end: list[bool] = []
+            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers, lambda: got_end.append(True)), receive)
+            if not got_end:
+                record.status = 499  # the caller left before the end; the generation goes on and keeps its own outcome
             return
-        if not req.background:
-            await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive)
+        if not req.background and not await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive):
+            record.status = 499
+            return
         obj = await stateful.stored_object(dialect, sid)
         if obj is not None and obj.get("status") == "failed" and not req.background:
             raise stateful.failure(dialect, sid, obj)
@@ -380,6 +395,34 @@ class Relay:
         record.first_byte()
         record.response_started = True
         await send_json(send, 200, body, headers)
+
+
+class SharedRecord:
+    """The access record of a request that started a detached generation, held by both.
+
+    The generation's events fill it (``events``), the request sets what its caller got (status,
+    time to first byte); whoever lets go last finishes it, so ``Observer.finish`` sees it exactly
+    once and with the generation's final usage — for a background response, when the generation
+    ends, long after its POST was answered. The one record per generation a spend ledger settles.
+    """
+
+    __slots__ = ("observer", "record", "holders")
+
+    def __init__(self, observer: Any, record: AccessRecord) -> None:
+        self.observer, self.record, self.holders = observer, record, 1
+
+    def events(self, batch: list[Event]) -> None:
+        for event in batch:
+            if type(event) in _TRACKED:
+                _note_usage(self.record, event)
+
+    def hold(self) -> None:
+        self.holders += 1
+
+    def release(self) -> None:
+        self.holders -= 1
+        if self.holders == 0:
+            self.observer.finish(self.record)
 
 
 class Persist:

@@ -8,12 +8,13 @@ provider plus a real provider for each of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KE
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "demo"]
@@ -63,7 +64,10 @@ class ProviderSettings(BaseModel):
     max_connections: int = 1000
     keepalive_expiry: float = 15.0  # idle upstream connections older than this are not reused
     ca_file: str | None = None  # PEM bundle to trust instead of the system's (a private CA in front of the provider)
-    proxy: SecretStr | None = None  # http://[user:password@]host:port of an HTTP proxy to reach the provider through
+    proxy: SecretStr | None = None  # http://[user:password@]host:port of an HTTP proxy (socks5:// with transport = "httpx")
+    transport: Literal["gateway", "httpx"] = "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); README "Upstream transports"
+    http2: bool = False  # transport = "httpx" only; needs the h2 package (pip install 'llm-gateway[http2]')
+    trust_env: bool = False  # transport = "httpx" only: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, .netrc
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
@@ -88,16 +92,22 @@ class ProviderSettings(BaseModel):
             raise ValueError(f"drop_unsupported: unknown field(s) {unknown}; known: {sorted(USES)}")
         return value
 
-    @field_validator("proxy")
-    @classmethod
-    def _proxy_is_http_url(cls, value: SecretStr | None) -> SecretStr | None:
+    @model_validator(mode="after")
+    def _transport_can_do_it(self) -> ProviderSettings:
         from urllib.parse import urlsplit
 
-        if value is not None and value.get_secret_value():
-            parts = urlsplit(value.get_secret_value())
-            if parts.scheme != "http" or not parts.hostname:
-                raise ValueError("proxy must be an http://[user:password@]host:port URL")
-        return value
+        proxy = self.proxy.get_secret_value() if self.proxy is not None else ""
+        parts = urlsplit(proxy)
+        if proxy and (not parts.hostname or parts.scheme not in ("http", "https", "socks5", "socks5h")):
+            raise ValueError("proxy must be an http://[user:password@]host:port URL (or socks5:// with transport = \"httpx\")")
+        if self.transport == "gateway":
+            needs = [what for what, asked in (("http2", self.http2), ("trust_env", self.trust_env), ("a SOCKS or https:// proxy", proxy and parts.scheme != "http")) if asked]
+            if needs:
+                raise ValueError(f"{needs[0]} needs transport = \"httpx\" (the gateway's own transport is HTTP/1.1 with http:// proxies)")
+        for package, asked, extra in (("h2", self.http2, "http2"), ("socksio", parts.scheme.startswith("socks"), "socks")):
+            if asked and importlib.util.find_spec(package) is None:
+                raise ValueError(f"{extra} needs the {package} package: pip install 'llm-gateway[{extra}]'")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -126,6 +136,10 @@ class StoreSettings(BaseModel):
     url: str = "sqlite:///gateway-state.db"
     ttl_hours: float = 24.0
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
+    # A follower on another replica gives a generation up (in-dialect error) only when its owner's
+    # heartbeat (renewed every second) is older than this AND stays unrenewed for a while longer:
+    # a replica whose event loop stalls for a few seconds is not declared dead.
+    owner_timeout_seconds: float = Field(default=8.0, gt=0)
 
 
 class AdminSettings(BaseModel):

@@ -1,7 +1,7 @@
 """Event sources: where the relay pulls decoded events from, one batch per upstream read.
 
-``HttpEventSource`` wraps a streamed upstream response (``http_client.Response``): bytes → ``SSEDecoder`` → the upstream
-dialect's ``StreamDecoder`` → events. A body that ends mid-event, a connection reset, or a clean
+``HttpEventSource`` wraps a streamed upstream ``httpx.Response``: bytes, one socket read's worth per item of
+its ``aiter_raw()`` on the gateway's transport → ``SSEDecoder`` → the upstream dialect's ``StreamDecoder`` → events. A body that ends mid-event, a connection reset, or a clean
 close without the dialect's terminator all become a trailing ``StreamError`` — never a silent end.
 A JSON body (an upstream that ignored the stream switch) is decoded whole.
 """
@@ -25,7 +25,7 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.http_client import Response
+from gateway.http_client import Response, read_at_most
 from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
 
@@ -85,6 +85,7 @@ class HttpEventSource(EventSource):
         self._response = response
         self._codec = codec
         self._closed = False
+        self._reads = _body_reads(response)
         content_type = response.headers.get("content-type", "")
         self.is_json = "application/json" in content_type
         self._sse = SSEDecoder()
@@ -109,7 +110,9 @@ class HttpEventSource(EventSource):
                 frames, self._held = self._held, []
             else:
                 try:
-                    chunk = await self._response.read_some()  # everything one socket read brought
+                    chunk = await self._reads.__anext__()  # everything one socket read brought
+                except StopAsyncIteration:
+                    chunk = b""
                 except http_client.HTTPError as exc:
                     if await self._resume():
                         continue
@@ -158,6 +161,7 @@ class HttpEventSource(EventSource):
         if call is None:
             return False
         self._resumes += 1
+        await self._reads.aclose()
         await self._provider.close_response(self._response)
         self._closed = True
         try:
@@ -165,6 +169,7 @@ class HttpEventSource(EventSource):
         except http_client.HTTPError:
             return False
         self._response, self._closed = response, False
+        self._reads = _body_reads(response)
         if response.status_code >= 400:
             return False
         self._sse = SSEDecoder()  # a half-received frame is dropped: it is replayed after last_event_id
@@ -185,7 +190,7 @@ class HttpEventSource(EventSource):
     async def _whole(self) -> list[Event]:
         self.done = True
         try:
-            body = await self._response.aread(limit=MAX_WHOLE_REPLY + 1)
+            body = await read_at_most(self._response, MAX_WHOLE_REPLY + 1)
         except http_client.HTTPError as exc:
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
         if len(body) > MAX_WHOLE_REPLY:  # a runaway or hostile upstream must not take the gateway's memory
@@ -220,6 +225,7 @@ class HttpEventSource(EventSource):
             if self.done and not self.synthetic and not self.is_json:
                 await self._drain()
         finally:
+            await self._reads.aclose()
             await self._provider.close_response(self._response)
 
     async def _drain(self) -> None:
@@ -232,9 +238,40 @@ class HttpEventSource(EventSource):
         budget = 65536
         try:
             async with asyncio.timeout(0.2):
-                while chunk := await self._response.read_some():
+                async for chunk in self._reads:
                     budget -= len(chunk)
                     if budget < 0:
                         return
         except (TimeoutError, http_client.HTTPError):
             return
+
+
+def _body_reads(response: Response) -> Any:  # an async iterator with aclose()
+    """The body as it arrives. Not compressed: the response's stream itself, one item per socket
+    read on the gateway's transport (``aiter_raw`` would add a generator, a chunker and a context
+    manager per read for nothing); compressed: ``aiter_bytes`` (httpx inflates it)."""
+    encoding = response.headers.get("content-encoding")
+    if encoding is None or encoding == "identity":
+        return _Raw(response.stream)
+    return response.aiter_bytes()
+
+
+class _Raw:
+    """``response.stream`` as an iterator (the response itself is closed by ``Provider.close_response``)."""
+
+    __slots__ = ("_iterator", "_next")
+
+    def __init__(self, stream: Any) -> None:
+        self._iterator = stream.__aiter__()
+        self._next = self._iterator.__anext__
+
+    def __aiter__(self) -> _Raw:
+        return self
+
+    def __anext__(self) -> Any:
+        return self._next()
+
+    async def aclose(self) -> None:
+        close = getattr(self._iterator, "aclose", None)  # an async generator left mid-body
+        if close is not None:
+            await close()

@@ -15,8 +15,12 @@ this module three things (see ``Relay.serve``):
   cancels its upstream at once.
 
 A detached task heart-beats the store every second (a resume waiting on a dead replica ends with
-an in-dialect error), learns about ``cancel`` from any replica through the heartbeat, and is
-bounded by ``store.max_detached_seconds``.
+an in-dialect error; one in the same process never gives up a task that is running, see
+``store.base.Liveness``), learns about ``cancel`` from any replica through the heartbeat, and is
+bounded by ``store.max_detached_seconds``. Every way it can be stopped (cancel, timeout,
+shutdown) is a ``Run.request_stop``: the stop's error is its last event, so every open stream of
+it ends in the dialect's terms (a cancel as status ``cancelled``). Its events also feed the access
+record of the request that started it (``Meter``), finished once when both are done.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ import os
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.asgi import Send
 from gateway.attempts import Opened, batches
 from gateway.dialects.base import BuildOptions, Codec, EncodeContext
 from gateway.errors import GatewayError
-from gateway.events import End, Event, StreamError
+from gateway.events import End, Event, StreamError, Usage
 from gateway.history import messages_from_json, messages_to_json, reply_message
 from gateway.ir import ChatRequest, Message
 from gateway.reply import Reply, ReplyBuilder
@@ -48,6 +53,7 @@ log = logging.getLogger("gateway.stateful")
 INTERACTIONS = "gemini-interactions"
 RESPONSES = "openai-responses"
 KIND = {INTERACTIONS: "interaction", RESPONSES: "response"}
+HEARTBEAT_SECONDS = 1.0  # how often a running generation renews its heartbeat (and hears of a cancel)
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -56,6 +62,43 @@ def split_frames(data: bytes) -> list[bytes]:
     if not data:
         return []
     return [part + b"\n\n" for part in data.split(b"\n\n") if part]
+
+
+def cancelled_on_request() -> StreamError:
+    return StreamError("cancelled", "cancelled on request", 499, "cancelled")
+
+
+class Meter(Protocol):
+    """What a detached generation reports to: every batch of events it logs, and its end. Held by
+    the request that started it and by the generation; finished by the last to let go."""
+
+    def events(self, batch: list[Event]) -> None: ...
+    def hold(self) -> None: ...
+    def release(self) -> None: ...
+
+
+class Run:
+    """The controls of one local generation. A stop (cancel, timeout, shutdown) never cancels the
+    task at an arbitrary await: it is noted here, and the task is interrupted only while it waits
+    on the upstream. Writing to the event log is never cut in the middle, so the log always ends
+    with the stop's own terminal events (a follower sees ``cancelled``, not a silent end), and
+    event ids stay equal to store sequence numbers."""
+
+    __slots__ = ("task", "reading", "stop", "interrupted")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        self.reading = False  # awaiting the upstream: the one place a stop may interrupt
+        self.stop: StreamError | None = None  # why it must end, written as its last event
+        self.interrupted = False  # we cancelled the upstream read (to tell from other cancels)
+
+    def request_stop(self, why: StreamError) -> None:
+        if self.stop is not None or self.task is None or self.task.done():
+            return  # the first reason wins; a finished generation stays as it ended
+        self.stop = why
+        if self.reading:
+            self.interrupted = True
+            self.task.cancel()
 
 
 def new_stored_id(dialect: str) -> str:
@@ -67,11 +110,12 @@ class Stateful:
         self.state = state
         self.store = store
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.tasks: dict[str, asyncio.Task[None]] = {}
-        self.cancelling: set[str] = set()  # cancelled here by the cancel endpoint (not a shutdown)
+        self.tasks: dict[str, asyncio.Task[None]] = {}  # the generations this process runs
+        self.runs: dict[str, Run] = {}
         self.errors: dict[str, StreamError] = {}  # how a local generation failed, for its whole caller
         self.origins: dict[str, str] = {}
         self.max_seconds = state.settings.store.max_detached_seconds
+        self.owner_timeout = state.settings.store.owner_timeout_seconds
 
     # ------------------------------------------------------------------ request side
 
@@ -148,9 +192,11 @@ class Stateful:
 
     # ------------------------------------------------------------------ detached generation
 
-    async def start_detached(self, dialect: str, codec: Codec, req: ChatRequest, opened: Opened, turn: list[Message]) -> str:
+    async def start_detached(self, dialect: str, codec: Codec, req: ChatRequest, opened: Opened, turn: list[Message], meter: Meter | None = None) -> str:
         """Hand an opened upstream to a task that outlives the caller. The upstream is opened by
-        the caller's request first, so failures before the first byte still get their HTTP status."""
+        the caller's request first, so failures before the first byte still get their HTTP status.
+        ``meter`` sees every event of the generation and is released once when it ends (the
+        access record of the request that started it: see ``Relay._detached``)."""
         sid = new_stored_id(dialect)
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req, response_id=sid)
         await self.store.claim(sid, self.owner)
@@ -158,108 +204,186 @@ class Stateful:
         placeholder["status"] = "in_progress"
         inputs = {"input_steps": self._input_steps(codec, req, turn)} if dialect == INTERACTIONS else {"input_items": self._input_items(codec, req, turn, sid)}
         await self.store.put(KIND[dialect], sid, {"object": placeholder, **inputs})
-        task = asyncio.create_task(self._generate(dialect, codec, opened, ctx, turn))
-        self.tasks[sid] = task
-        task.add_done_callback(lambda _t: self.tasks.pop(sid, None))
+        run = Run()
+        if meter is not None:
+            meter.hold()  # from here on the generation holds the record too
+        task = asyncio.create_task(self._generate(dialect, codec, opened, ctx, turn, run, meter))
+        run.task = task
+        self.tasks[sid], self.runs[sid] = task, run
+
+        def forget(_t: asyncio.Task[None]) -> None:
+            self.tasks.pop(sid, None)
+            self.runs.pop(sid, None)
+
+        task.add_done_callback(forget)
         return sid
 
-    async def _generate(self, dialect: str, codec: Codec, opened: Opened, ctx: EncodeContext, turn: list[Message]) -> None:
+    async def _generate(self, dialect: str, codec: Codec, opened: Opened, ctx: EncodeContext, turn: list[Message], run: Run, meter: Meter | None) -> None:
         sid = ctx.response_id
         assert sid is not None
         store = self.store
         builder = ReplyBuilder()
         encoder = codec.stream_encoder(ctx)
-        me = asyncio.current_task()
-        cancelled = False
 
         async def heartbeat() -> None:
-            nonlocal cancelled
             while True:
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(HEARTBEAT_SECONDS)
                 try:
                     if await store.heartbeat(sid, self.owner):
-                        cancelled = True
-                        if me is not None:
-                            me.cancel()
+                        run.request_stop(cancelled_on_request())
                         return
                 except Exception:
                     log.warning("heartbeat for %s failed", sid)
 
         beat = asyncio.create_task(heartbeat())
-        status = "failed"
+        deadline = asyncio.get_running_loop().call_later(
+            self.max_seconds, run.request_stop, StreamError("timeout", f"generation exceeded {self.max_seconds:g}s", 504)
+        )
         source = opened.source
-
         stored_final = False
 
-        async def store_final(status: str | None) -> None:
+        async def store_final() -> None:
             nonlocal stored_final
-            stored = self._stored(dialect, codec, ctx, builder.reply, turn, status)
-            if builder.reply.error is not None:
-                self.errors[sid], self.origins[sid] = builder.reply.error, ctx.upstream_dialect
+            reply = builder.reply
+            cancelled = reply.error is not None and reply.error.kind == "cancelled"
+            stored = self._stored(dialect, codec, ctx, reply, turn, "cancelled" if cancelled else None)
+            if reply.error is not None and not cancelled:
+                self.errors[sid], self.origins[sid] = reply.error, ctx.upstream_dialect
                 if len(self.errors) > 1000:  # only a waiting whole caller reads these: keep few
                     self.errors.pop(next(iter(self.errors)))
                     self.origins.pop(next(iter(self.origins)), None)
-            if dialect == RESPONSES and builder.reply.error is not None and status is None:
-                stored["object"]["status"] = "failed"
+                if dialect == RESPONSES:
+                    stored["object"]["status"] = "failed"
             await store.put(KIND[dialect], sid, stored)
             stored_final = True
 
-        async def emit(events: list[Event]) -> None:
+        async def emit(events: list[Event]) -> bool:
+            """Log the encoded events; True once the generation has ended."""
+            if events and type(events[-1]) is StreamError:
+                events = self._with_usage_so_far(source, builder.reply.usage, events)
+            if meter is not None:
+                meter.events(events)
             for event in events:
                 builder.add(event)
                 data = encoder.encode(event)
                 if type(event) is End or type(event) is StreamError:
                     # the final object is stored before the caller can see the end, so a GET right
                     # after the last event finds it
-                    await store_final("cancelled" if type(event) is StreamError and event.kind == "cancelled" else None)
+                    await store_final()
+                    for frame in split_frames(data):
+                        await store.append(sid, frame)
+                    return True
                 for frame in split_frames(data):
                     await store.append(sid, frame)
+            return False
 
+        upstream = batches(opened)
+        ended = False
         try:
-            async with asyncio.timeout(self.max_seconds):
-                async for batch in batches(opened):
-                    await emit(batch)
-        except asyncio.CancelledError:
-            cancelled = cancelled or sid in self.cancelling
-            if not cancelled:
-                raise
-            me.uncancel()  # type: ignore[union-attr]
-            await emit([StreamError("cancelled", "cancelled on request", 499, "cancelled")])
-        except TimeoutError:
-            await emit([StreamError("timeout", f"generation exceeded {self.max_seconds:g}s", 504)])
+            while not ended:
+                if run.stop is not None:
+                    ended = await emit([run.stop])
+                    break
+                run.reading = True  # the only await a stop may interrupt: nothing is half-written
+                try:
+                    batch = await upstream.__anext__()
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    if not run.interrupted:
+                        raise  # not ours (the loop is closing): nothing can be written any more
+                    run.interrupted = False
+                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                    continue
+                finally:
+                    run.reading = False
+                ended = await emit(batch)
+        except Exception:
+            log.exception("detached generation %s failed inside the gateway", sid)
+            if not ended:  # best effort: followers get an in-dialect end, not a hang until the owner is judged gone
+                try:
+                    ended = await emit([StreamError("api_error", "internal gateway error mid-generation", 500)])
+                except Exception:
+                    log.exception("could not end the event log of %s", sid)
         finally:
-            self.cancelling.discard(sid)
             beat.cancel()
-            await source.aclose()
-            reply = builder.reply
-            if cancelled:
-                status = "cancelled"
-            elif reply.error is None and reply.end is not None:
-                status = "completed"
+            deadline.cancel()
             try:
+                reply = builder.reply
+                if reply.error is not None and reply.error.kind == "cancelled":
+                    status = "cancelled"
+                elif reply.error is None and reply.end is not None:
+                    status = "completed"
+                else:
+                    status = "failed"
                 if not stored_final:
-                    await store_final("cancelled" if cancelled else None)
-                await store.finish(sid, status)
+                    await store_final()
+                await store.finish(sid, status)  # followers end now, whatever closing the upstream takes
             except Exception:
                 log.exception("could not finish stored %s %s", KIND[dialect], sid)
+            try:
+                await upstream.aclose()  # type: ignore[attr-defined]  # an async generator
+                await source.aclose()
+            except Exception:
+                log.exception("could not close the upstream of %s", sid)
+            finally:
+                if meter is not None:
+                    meter.release()
+
+    @staticmethod
+    def _with_usage_so_far(source: Any, known: Usage, events: list[Event]) -> list[Event]:
+        """A generation ending in error (cancelled, cut, timed out) keeps the usage its upstream
+        reported so far, also where the dialect holds usage back until its end (Gemini): the
+        source's ``usage_so_far`` goes in as a ``Usage`` just before the error, so the stored
+        object, the caller's last events and the access record all show it."""
+        so_far = getattr(source, "usage_so_far", None)  # EventSource.usage_so_far, where sources have it
+        usage = so_far() if so_far is not None else None
+        if usage is None or usage == known or any(type(e) is Usage for e in events):
+            return events
+        return events[:-1] + [usage, events[-1]]
+
+    async def shutdown(self, grace: float = 2.0) -> None:
+        """End every local generation in-dialect (followers see why) and give them ``grace``
+        seconds to write it, so their logs finish and their usage is recorded."""
+        why = StreamError("overloaded", "the gateway is shutting down; retry the request", 503)
+        for run in list(self.runs.values()):
+            run.request_stop(why)
+        tasks = list(self.tasks.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        for task in tasks:
+            task.cancel()
 
     # ------------------------------------------------------------------ caller side
 
-    async def follow(self, dialect: str, codec: Codec, req: ChatRequest, sid: str, after: int | None, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
-        """Stream the log of ``sid`` after event ``after`` (all of it for None), then its live tail."""
+    async def follow(
+        self, dialect: str, codec: Codec, req: ChatRequest, sid: str, after: int | None, send: Send, headers: list[tuple[bytes, bytes]],
+        delivered: Callable[[], None] | None = None,
+    ) -> None:
+        """Stream the log of ``sid`` after event ``after`` (all of it for None), then its live tail.
+        ``delivered`` is called once the log's last event was written to the caller (an SDK may
+        hang up right after it, before this returns)."""
         ctx = EncodeContext(model=req.model, upstream_dialect=dialect, request=req, response_id=sid)
         encoder = codec.stream_encoder(ctx)
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
         writer = StreamWriter(send, encoder.keepalive(), self.state.settings.server.keepalive_seconds, 0)
         try:
-            async for _seq, frame in self.store.follow(sid, after):
+            async for _seq, frame in self.store.follow(sid, after, dead_after=self.owner_timeout, owner_alive=lambda: self.runs_here(sid)):
                 await writer.write(frame)
+            if delivered is not None:
+                delivered()
         except OwnerGone:
             err = StreamError("bad_gateway", "the gateway replica running this generation stopped; start a new request", 502)
             await writer.write(encoder.encode(err))
         finally:
             writer.stop()
         await writer.write(b"", more=False)
+
+    def runs_here(self, sid: str) -> bool:
+        """Whether this process runs the generation of ``sid`` now. Its liveness needs no
+        heartbeat: a follower here never gives up on a generation that is still running here."""
+        task = self.tasks.get(sid)
+        return task is not None and not task.done()
 
     async def wait(self, sid: str, timeout: float) -> None:
         """Wait (bounded) until the log of ``sid`` is finished."""
@@ -302,20 +426,17 @@ class Stateful:
     async def cancel(self, dialect: str, sid: str) -> dict[str, Any] | None:
         status = await self.store.log_status(sid)
         if status is not None and not status.finished:
-            await self.store.request_cancel(sid)
-            task = self.tasks.get(sid)
-            if task is not None:
-                self.cancelling.add(sid)
-                task.cancel()  # ours: no need to wait for the heartbeat
+            await self.store.request_cancel(sid)  # the owner, on whichever replica, hears it within a heartbeat
+            run = self.runs.get(sid)
+            if run is not None:
+                run.request_stop(cancelled_on_request())  # ours: no need to wait for the heartbeat
             await self.wait(sid, 5.0)
         return await self.stored_object(dialect, sid)
 
     async def delete(self, dialect: str, sid: str) -> bool:
-        task = self.tasks.get(sid)
-        if task is not None:
+        run, task = self.runs.get(sid), self.tasks.get(sid)
+        if run is not None and task is not None:
             await self.store.request_cancel(sid)
-            self.cancelling.add(sid)
-            task.cancel()
+            run.request_stop(cancelled_on_request())
             await asyncio.wait({task}, timeout=2.0)
         return await self.store.delete(KIND[dialect], sid)
-

@@ -69,7 +69,9 @@ def test_provider_proxy_must_be_an_http_url_and_stays_secret() -> None:
 
     from gateway.settings import ProviderSettings
 
-    with pytest.raises(ValidationError, match="proxy must be an http"):
+    with pytest.raises(ValidationError, match='SOCKS or https:// proxy needs transport = "httpx"'):
         ProviderSettings(name="p", dialect="anthropic", proxy="socks5://127.0.0.1:1080")
+    with pytest.raises(ValidationError, match="proxy must be an http"):
+        ProviderSettings(name="p", dialect="anthropic", proxy="ftp://127.0.0.1:21")
     ok = ProviderSettings(name="p", dialect="anthropic", proxy="http://user:hunter2@127.0.0.1:3128")
     assert "hunter2" not in repr(ok) and "hunter2" not in str(ok.model_dump())

@@ -26,12 +26,15 @@ from tests.support.fake_upstream import FakeUpstream, ServerThread
 CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
 
 
-@pytest.fixture(scope="module")
-def faulty(fake: FakeUpstream) -> Iterator[tuple[ServerThread, FakeUpstream]]:
-    """A gateway with short timeouts, retries on, and a cross-dialect fallback route."""
+@pytest.fixture(scope="module", params=["gateway", "httpx"])
+def faulty(fake: FakeUpstream, request: pytest.FixtureRequest) -> Iterator[tuple[ServerThread, FakeUpstream]]:
+    """A gateway with short timeouts, retries on, and a cross-dialect fallback route; every test
+    runs on both upstream transports (the gateway's own and httpx's)."""
     config = gateway_config(f"http://127.0.0.1:{fake.port}")
     for provider in config["providers"]:
         provider.update(first_byte_timeout=1.0, idle_timeout=1.0, max_retries=2, retry_backoff=0.01)
+        if provider["dialect"] != "demo":
+            provider["transport"] = request.param
     config["routes"].insert(0, {"model": "fallback-test", "provider": "up-anthropic", "upstream_model": "x--error_500", "fallbacks": ["up-gemini:y--text"]})
     config["routes"].insert(0, {"model": "fallback-4xx", "provider": "up-openai-chat", "upstream_model": "x--error_429", "fallbacks": ["up-openai-responses:y--text"]})
     fake.stall_seconds = 5.0

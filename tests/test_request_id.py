@@ -79,11 +79,13 @@ def test_the_callers_own_request_id_is_kept(env: Any) -> None:
 def test_resumed_responses_stream_carries_a_request_id(env: Any) -> None:
     server, capture = env
     created = openai_client(server.url).responses.create(model="anthropic--slow_stream", input="hi", background=True)
-    started = capture.line_where(lambda e: e.get("path") == "/v1/responses" and e.get("stream") is False and e["status"] == 200)
     url = server.url + f"/v1/responses/{created.id}?stream=true&starting_after=3"
     with httpx.stream("GET", url, timeout=30) as r:
         rid = r.headers.get("x-request-id")
         text = r.read()
+    # the POST's line is written when its generation ends, with the generation's usage
+    started = capture.line_where(lambda e: e.get("path") == "/v1/responses" and e.get("stream") is False and e["status"] == 200, timeout=30)
+    assert started["output_tokens"] == 500
     assert rid is not None and GENERATED.match(rid) and rid != started["request_id"]
     assert b"response.completed" in text
     line = capture.line(rid)

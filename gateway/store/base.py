@@ -17,8 +17,9 @@ Why the interface looks like this (see DESIGN.md "Stateful streams"):
   number of events it appended; pass it as ``expect=`` to have the store check it).
 * A resume calls ``follow(id, after)``: the stored events after ``after``, then the live tail,
   each exactly once, ending when the log is finished. A dead owner cannot finish its log, so
-  ``follow`` raises :class:`OwnerGone` once the heartbeat is older than ``dead_after`` seconds:
-  a waiting caller gets an in-dialect error within seconds instead of hanging.
+  ``follow`` raises :class:`OwnerGone` when :class:`Liveness` judges the owner gone: a waiting
+  caller gets an in-dialect error within seconds instead of hanging, and a live owner — one in
+  the follower's own process, or one whose event loop merely stalled — is never given up.
 * ``cancel`` may arrive at any replica: ``request_cancel`` records it in the store and the owner
   learns it from ``heartbeat`` (which returns the flag) or ``cancel_requested``.
 
@@ -30,11 +31,12 @@ a running stream refreshes its log's expiry on every append and heartbeat.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Store", "LogStatus", "StoreError", "OwnerGone", "LogClosed", "open_store"]
+__all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed", "open_store"]
 
 
 class StoreError(Exception):
@@ -59,6 +61,54 @@ class LogStatus:
     heartbeat_age: float | None  # seconds since the owner's last heartbeat (store's clock)
     count: int  # events appended so far; the next sequence number
     cancel_requested: bool
+    heartbeat_at: float | None = None  # the last heartbeat's stamp (store's clock): tells a renewal
+
+
+class Liveness:
+    """Whether the owner of a followed, unfinished log is gone. The rule, in order:
+
+    1. ``owner_alive()`` is True — the owner is a task of the follower's own process and it is
+       running — then it is alive, whatever its heartbeat says: a process knows its own tasks,
+       and a busy event loop delays heartbeats of generations that are fine.
+    2. Otherwise the heartbeat is judged. Its age is measured on the store's clock (Redis
+       ``TIME``; for SQLite the one machine's clock), so a follower's own pauses cannot age it.
+       Younger than ``dead_after``: alive. An event received is a sign of life too (the age is
+       the younger of the heartbeat's and the last event's); a log never claimed is judged by
+       the time since this follower last received an event.
+    3. Older than ``dead_after`` is only a suspicion. The owner is gone when a later look, at
+       least ``confirm`` (``dead_after / 4``) seconds of the follower's own clock after the
+       first stale one, finds the SAME heartbeat, still stale: the lease was not renewed while we
+       watched. Any renewal clears the suspicion.
+
+    Why: the owner renews every second (``stateful.HEARTBEAT_SECONDS``), so a stale heartbeat
+    means its event loop has not run for ``dead_after`` seconds or its process is gone. Rule 3
+    keeps one stale snapshot — taken right after the follower itself, or the whole machine, was
+    paused — from failing a generation that renews a moment later. A live owner survives
+    event-loop stalls up to about ``dead_after`` + ``confirm`` seconds (10 s with the default
+    ``[store] owner_timeout_seconds = 8``); a killed one is given up that long after its last
+    heartbeat, plus one look (≤ 1 s).
+    """
+
+    __slots__ = ("dead_after", "confirm", "owner_alive", "_suspect_beat", "_suspect_at")
+
+    def __init__(self, dead_after: float, owner_alive: Callable[[], bool] | None = None) -> None:
+        self.dead_after = dead_after
+        self.confirm = dead_after / 4
+        self.owner_alive = owner_alive
+        self._suspect_beat: float | None = None
+        self._suspect_at: float | None = None
+
+    def gone(self, beat: float | None, age: float) -> bool:
+        """One look: ``beat`` identifies the heartbeat seen (None when never claimed), ``age`` is
+        how stale it is."""
+        if age <= self.dead_after or (self.owner_alive is not None and self.owner_alive()):
+            self._suspect_at = None
+            return False
+        now = time.monotonic()
+        if self._suspect_at is None or beat != self._suspect_beat:
+            self._suspect_at, self._suspect_beat = now, beat
+            return False
+        return now - self._suspect_at >= self.confirm
 
 
 class Store(abc.ABC):
@@ -100,12 +150,13 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def follow(
-        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 5.0
+        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 8.0,
+        owner_alive: Callable[[], bool] | None = None,
     ) -> AsyncIterator[tuple[int, bytes]]:
         """Yield the events after ``after``, then the live tail, each exactly once; return when
-        the log is finished. Raise :class:`OwnerGone` when the log is unfinished and the owner's
-        heartbeat is older than ``dead_after`` (for a log never claimed: the time since the last event
-        this call received, or since it started). An ``after`` past the end yields nothing.
+        the log is finished. Raise :class:`OwnerGone` when the log is unfinished and
+        :class:`Liveness` (``dead_after``, ``owner_alive``) judges its owner gone. An ``after``
+        past the end yields nothing.
 
         ``poll`` is how often to look for appends made by other processes (SQLite; in-process
         appends wake followers at once). Redis wakes followers itself (XREAD BLOCK).

@@ -20,14 +20,14 @@ Why it is built this way:
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from gateway.store.base import LogClosed, LogStatus, OwnerGone, Store
+from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
 
 _BATCH = 1000
 _PREFIX = "gw:"
@@ -165,13 +165,15 @@ class RedisStore(Store):
             start = f"0-{_seq(entries[-1][0]) + 2}"
 
     async def follow(
-        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 5.0
+        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 8.0,
+        owner_alive: Callable[[], bool] | None = None,
     ) -> AsyncIterator[tuple[int, bytes]]:
         log, _ = self._log_keys(stream_id)
         last_id = f"0-{(after if after is not None else -1) + 1}"
         idle_since = time.monotonic()
+        liveness = Liveness(dead_after, owner_alive)
         # How long one XREAD may block before we look at the owner's heartbeat again.
-        block_ms = int(max(0.05, min(1.0, dead_after / 2)) * 1000)
+        block_ms = int(max(0.05, min(1.0, dead_after / 4)) * 1000)
         while True:
             resp = await self._r.xread({log: last_id}, count=_BATCH, block=block_ms)
             if resp:
@@ -188,11 +190,10 @@ class RedisStore(Store):
                 return  # finished with nothing after us (also when ``after`` was past the end)
             if st is not None and (st.finished or st.count > consumed):
                 continue  # landed between the XREAD and the status: read it
-            if st is None or st.heartbeat_age is None:
-                age = time.monotonic() - idle_since  # never claimed: judge by the last event
-            else:
-                age = st.heartbeat_age
-            if age > dead_after:
+            age = time.monotonic() - idle_since  # never claimed: judge by the last event
+            if st is not None and st.heartbeat_age is not None:
+                age = min(age, st.heartbeat_age)  # events landing are a sign of life too
+            if liveness.gone(None if st is None else st.heartbeat_at, age):
                 raise OwnerGone(f"stream {stream_id!r}: no heartbeat for over {dead_after:g}s")
 
     async def log_status(self, stream_id: str) -> LogStatus | None:
@@ -201,8 +202,9 @@ class RedisStore(Store):
         if not row:
             return None
         now, owner, beat, cancel, count, status = row
-        age = None if beat is None else max(0.0, float(now) - float(beat))
-        return LogStatus(status is not None, _s(status), _s(owner), age, int(count), _s(cancel) == "1")
+        stamp = None if beat is None else float(beat)
+        age = None if stamp is None else max(0.0, float(now) - stamp)
+        return LogStatus(status is not None, _s(status), _s(owner), age, int(count), _s(cancel) == "1", stamp)
 
     async def claim(self, stream_id: str, owner: str) -> None:
         log, meta = self._log_keys(stream_id)

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.store.base import LogClosed, LogStatus, OwnerGone, Store
+from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
 
 T = TypeVar("T")
 
@@ -195,7 +195,7 @@ class SQLiteStore(Store):
         if row is None:
             return None
         age = None if row[3] is None else max(0.0, now - row[3])
-        return LogStatus(bool(row[0]), row[1], row[2], age, row[4], bool(row[5]))
+        return LogStatus(bool(row[0]), row[1], row[2], age, row[4], bool(row[5]), row[3])
 
     def _exec(self, sql: str, args: tuple[Any, ...]) -> int:
         """One write statement in autocommit mode; returns its rowcount."""
@@ -285,10 +285,12 @@ class SQLiteStore(Store):
         return rows
 
     async def follow(
-        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 5.0
+        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 8.0,
+        owner_alive: Callable[[], bool] | None = None,
     ) -> AsyncIterator[tuple[int, bytes]]:
         last = -1 if after is None else after
         idle_since = time.time()  # for a log never claimed: judge liveness by its last event
+        liveness = Liveness(dead_after, owner_alive)
         wake = asyncio.Event()
         self._waiters.setdefault(stream_id, set()).add(wake)
         try:
@@ -304,7 +306,7 @@ class SQLiteStore(Store):
                     continue
                 if finished:
                     return
-                if not rows and time.time() - (beat if beat is not None else idle_since) > dead_after:
+                if not rows and liveness.gone(beat, time.time() - (idle_since if beat is None else max(beat, idle_since))):
                     raise OwnerGone(f"stream {stream_id!r}: no heartbeat for over {dead_after:g}s")
                 try:
                     await asyncio.wait_for(wake.wait(), poll)

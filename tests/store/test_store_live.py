@@ -77,6 +77,9 @@ async def test_owner_process_killed_ends_resume_with_error(store: Store, url: st
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, url], cwd=ROOT, env=env)
     try:
+        async with asyncio.timeout(30):  # the child starts slowly on a busy machine: follow once it owns the log
+            while await store.log_status("orphan") is None:
+                await asyncio.sleep(0.05)
         got: list[int] = []
         t_kill = 0.0
         with pytest.raises(OwnerGone):

@@ -50,6 +50,7 @@ class FakeUpstream:
     port: int = 0
     active: int = 0  # requests being answered right now
     stall_seconds: float = 30.0
+    pause_seconds: float = 1.3  # the silence in the middle of the pause scenario
     slow_delay: float = 0.01  # seconds between events of the slow_stream scenario
     interactions: dict[str, list[bytes]] = field(default_factory=dict)  # id -> frames, for GET resume
     resumes: int = 0
@@ -152,7 +153,7 @@ class FakeUpstream:
         try:
             if scenario == "pause":  # silent for a while mid-answer, then the rest
                 await send({"type": "http.response.body", "body": data[: len(data) // 2], "more_body": True})
-                await asyncio.sleep(1.3)
+                await asyncio.sleep(self.pause_seconds)
                 await send({"type": "http.response.body", "body": data[len(data) // 2 :], "more_body": False})
                 return
             if scenario in ("reset", "stall"):

@@ -4,7 +4,11 @@ Sequence: ``interaction.created`` (status ``in_progress``), ``interaction.status
 block one step: ``step.start`` (``index`` counts steps from 0 in the order they start) ->
 ``step.delta``* -> ``step.stop``; then ``interaction.completed`` (status + usage, no steps) and
 ``event: done`` / ``data: [DONE]``. A ``StreamError`` becomes ``event: error`` ``{error: {code,
-message}}`` and the stream ends there (no ``[DONE]``: both SDKs stop on it either way).
+message}}`` and the stream ends there (no ``[DONE]``: both SDKs stop on it either way) — except a
+cancellation (kind ``cancelled``): that is a status of the interaction, not a failure, so its
+stream ends like any finished one, in the interaction's own terms: open steps stop, then
+``interaction.status_update`` and ``interaction.completed`` say ``cancelled`` (with the usage so
+far), then ``done``. A caller still reading (or following through a resume) can tell it from a cut.
 
 Thinking: a ``thought`` step carries ``thought_summary`` deltas (only when the caller did not ask
 ``thinking_summaries: none``) and ONE ``thought_signature`` delta written just before its
@@ -206,7 +210,19 @@ class InteractionsStreamEncoder:
         obj["updated"] = iso_now()
         return out + self._frame("interaction.completed", {"interaction": obj}) + DONE_FRAME
 
+    def _cancelled(self) -> bytes:
+        out = self._close_steps()
+        self._done = True
+        self.status = "cancelled"
+        obj = self.shell("cancelled")
+        obj["usage"] = usage_to_interactions(self._usage)
+        obj["updated"] = iso_now()
+        update = self._frame("interaction.status_update", {"interaction_id": self.interaction_id, "status": "cancelled"})
+        return out + update + self._frame("interaction.completed", {"interaction": obj}) + DONE_FRAME
+
     def _error(self, err: StreamError) -> bytes:
+        if err.kind == "cancelled":
+            return self._cancelled()
         self._done = True
         self.status = "failed"
         code = code_for(err.kind, err.raw, self._ctx.upstream_dialect)

@@ -104,7 +104,8 @@ def _is_object(text: str) -> bool:
 
 def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = None, created: str | None = None) -> dict[str, Any]:
     now = iso_now()
-    status = "failed" if reply.error is not None else status_for_end(reply.end, ctx.upstream_dialect)
+    cancelled = reply.error is not None and reply.error.kind == "cancelled"  # a status, not a failure
+    status = "cancelled" if cancelled else "failed" if reply.error is not None else status_for_end(reply.end, ctx.upstream_dialect)
     obj: dict[str, Any] = {
         "id": interaction_id or ctx.response_id or new_id("v1_"),
         "status": status,
@@ -115,6 +116,6 @@ def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = 
         "object": "interaction",
         "model": ctx.model,
     }
-    if reply.error is not None:
+    if reply.error is not None and not cancelled:
         obj["errors"] = [{"code": code_for(reply.error.kind, reply.error.raw, ctx.upstream_dialect), "message": reply.error.message}]
     return obj

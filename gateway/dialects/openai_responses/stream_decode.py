@@ -342,6 +342,12 @@ class ResponsesStreamDecoder:
     def _failed(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finished = True
         response = data.get("response") if isinstance(data.get("response"), dict) else {}
+        if response.get("status") == "cancelled":  # how a cancelled response's stream ends (see stream_encode)
+            usage = usage_from_responses(response.get("usage"))
+            if usage is not None:
+                out.append(usage)
+            out.append(StreamError("cancelled", "the response was cancelled", 499, "cancelled"))
+            return
         err = response.get("error") if isinstance(response.get("error"), dict) else {}
         code = err.get("code") if isinstance(err.get("code"), str) else None
         kind, status = kind_for_code(code)

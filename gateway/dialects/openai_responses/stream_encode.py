@@ -6,6 +6,14 @@ full lifecycle (``output_item.added`` … ``output_item.done``), then exactly on
 written as an ``error`` event (the official SDKs raise on it) followed by ``response.failed``
 (the terminal event). ``sequence_number`` counts every event from 0.
 
+A cancellation (kind ``cancelled``, e.g. ``POST /v1/responses/{id}/cancel`` of a background
+response someone is streaming) is a status, not an error: no ``error`` event (the SDK would raise
+on it), the open items are closed (``output_item.done``) and the terminal
+event carries the response with ``status: "cancelled"``, its output and usage so far. The API's
+stream-event union has no cancelled event (``response.cancelled`` exists only as a webhook, and
+the SDKs would misparse it), so the terminal event is the typed ``response.failed``, which every
+SDK and client treats as the end of the stream and whose ``response.status`` says what happened.
+
 Each block gets its own ``output_index`` when it starts, so blocks that interleave (parallel tool
 calls streamed side by side) keep consistent indexes. Delta frames, the hot path, are built from
 per-item pre-encoded byte prefixes.
@@ -252,6 +260,12 @@ class ResponsesStreamEncoder:
         return out + self._frame(event_type, {"type": event_type, "response": obj})
 
     def _error(self, err: StreamError) -> bytes:
+        if err.kind == "cancelled":
+            out = b"".join(self._block_stop(b) for b in self._blocks.values() if b.open)
+            self._done = True
+            obj = response_object(self._ctx, self._id, self._created_at, "cancelled")
+            finish_object(obj, self._output(), None, err, self._usage, self._ctx.upstream_dialect)
+            return out + self._frame("response.failed", {"type": "response.failed", "response": obj})
         self._done = True
         typ, code = error_type_code(err.kind, err.raw, self._ctx.upstream_dialect)
         code = code or typ

@@ -154,6 +154,10 @@ def reasoning_item(item_id: str, text: str, signature: str | None) -> dict[str, 
 def finish_object(obj: dict[str, Any], output: list[dict[str, Any]], reply_end: Any, error: StreamError | None, usage: Any, upstream_dialect: str) -> None:
     """Fill the terminal fields: status, output, usage, incomplete_details or error."""
     obj["output"] = output
+    if error is not None and error.kind == "cancelled":  # a status of the response, not a failure
+        obj["status"] = "cancelled"
+        obj["usage"] = usage_to_responses(usage)
+        return
     if error is not None:
         typ, code = error_type_code(error.kind, error.raw, upstream_dialect)
         obj["status"] = "failed"
