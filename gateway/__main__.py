@@ -38,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
     host = args.host or settings.server.host
     port = args.port or settings.server.port
     workers = args.workers or settings.server.workers
-    keys = settings.auth.resolved_keys()
+    keys = settings.auth.resolved_keys() or [k.name for k in settings.keys]
     if not keys and host not in LOOPBACK:
         if not settings.server.allow_open:
             print(
@@ -51,14 +51,16 @@ def _serve(args: argparse.Namespace) -> int:
     # Workers re-import the app from the environment, so pass the resolved settings down that way.
     os.environ["GATEWAY_SERVER__HOST"] = host
     os.environ["GATEWAY_SERVER__PORT"] = str(port)
+    from gateway.server_protocol import uvicorn_options
+
     common = dict(
+        **uvicorn_options(),  # head/body deadlines, connection cap, no protocol upgrades
         host=host,
         port=port,
         log_level="info",
         access_log=False,
         timeout_graceful_shutdown=settings.server.shutdown_grace_seconds,
         loop="auto",
-        http="auto",
         lifespan="on",
     )
     if workers > 1:

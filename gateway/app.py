@@ -22,6 +22,7 @@ from starlette.routing import Route
 from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import available, codec_for
+from gateway.edge import EdgeGuard, error_response, scope_dialect
 from gateway.errors import GatewayError
 from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
@@ -50,6 +51,10 @@ class GatewayState:
     started: float = field(default_factory=time.time)
     inspector: Any = None  # gateway.inspector.Inspector: the kept wire captures ([inspector])
     console: Any = None  # gateway.console.stats.Recent when [admin] is set: recent records, live figures
+    keys_ring: Any = None  # gateway.keys.KeyRing: named keys (config + admin API)
+    auth: Any = None  # gateway.auth.Authenticator
+    ledger: Any = None  # gateway.ledger.Ledger: cost and settlement of every request
+    limiter: Any = None  # gateway.limits.Limiter: a named key's limits, before the upstream
 
 
 class DialectEndpoint:
@@ -111,6 +116,12 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         from gateway.console.routes import console_routes as make_console_routes
 
         console_routes = make_console_routes(state)
+    admin_key = state.settings.admin.resolved_key()
+    admin_routes = []
+    if admin_key:
+        from gateway.admin import Admin
+
+        admin_routes = Admin(state, admin_key).routes()
     from gateway.count_tokens import CountEndpoint
     from gateway.stored_endpoints import StoredEndpoint
 
@@ -140,6 +151,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         *console_routes,
+        *admin_routes,
     ]
     for version in ("v1beta", "v1"):
         routes.append(Route(f"/{version}/models/{{target:path}}", gemini, methods=["POST"]))
@@ -161,6 +173,17 @@ def create_state(settings: Settings) -> GatewayState:
         from gateway.console.stats import Recent
 
         state.console = Recent()
+    from gateway.auth import Authenticator
+    from gateway.keys import KeyRing
+    from gateway.ledger import Ledger
+    from gateway.limits import Limiter
+    from gateway.prices import PriceBook
+
+    state.keys_ring = KeyRing(settings.keys)
+    state.auth = Authenticator(state.keys, state.keys_ring)
+    state.ledger = Ledger(PriceBook(settings.prices, settings.spend.price_database), providers, state.keys_ring, observer.metrics)
+    observer.ledger = state.ledger
+    state.limiter = Limiter(state)
     from gateway.telemetry_setup import telemetry_from_settings
 
     state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
@@ -181,14 +204,24 @@ def create_app(settings: Settings) -> Starlette:
             provider.start()
         available()  # import every codec now, not on the first request that needs it
         store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
+        store.requests_kept = settings.spend.requests_kept
+        state.ledger.prices.warm()
         state.stateful = Stateful(state, store)
+        state.ledger.store = state.limiter.store = store
+        try:
+            await state.keys_ring.refresh(store)
+        except Exception:
+            log.exception("could not read the key records from the store; retrying in the background")
+        refresher = asyncio.create_task(_refresh_keys(state, store))
         try:
             yield
         finally:
+            refresher.cancel()
             state.shutting_down = True
             await state.stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()
+            await state.ledger.flush()
             await store.close()
             if state.telemetry is not None:
                 await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
@@ -198,14 +231,40 @@ def create_app(settings: Settings) -> Starlette:
     app.state.gateway = state
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": {"message": f"no route for {request.method} {request.url.path}", "type": "not_found_error"}}, 404)
+        err = GatewayError("not_found", f"no route for {request.method} {request.url.path}", 404)
+        return _edge_response(request, err)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": {"message": f"{request.method} not allowed on {request.url.path}", "type": "invalid_request_error"}}, 405)
+        allow = (getattr(exc, "headers", None) or {}).get("Allow", "")
+        err = GatewayError("invalid_request", f"{request.method} is not allowed on {request.url.path}" + (f": use {allow}" if allow else ""), 405)
+        return _edge_response(request, err, {"Allow": allow} if allow else None)
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, method_not_allowed)
+    app.add_middleware(EdgeGuard)  # path tricks and WebSocket handshakes, before routing (edge.py)
     return app
+
+
+async def _refresh_keys(state: GatewayState, store: Any) -> None:
+    """Reload the admin API's key records when they change (revocations hold within a second)."""
+    from gateway.keys import REFRESH_SECONDS
+
+    failing = False
+    while True:
+        await asyncio.sleep(REFRESH_SECONDS)
+        try:
+            await state.keys_ring.refresh(store)
+            failing = False
+        except Exception as exc:
+            if not failing:
+                log.error("cannot read key records from the store (%s); keys stay as last read", type(exc).__name__)
+            failing = True
+
+
+def _edge_response(request: Request, err: GatewayError, headers: dict[str, str] | None = None) -> Response:
+    """An unknown path or method answered in the error shape of the dialect the request suggests."""
+    status, payload = error_response(scope_dialect(request.scope), err)
+    return Response(payload, status, headers=headers, media_type="application/json")
 
 
 async def end_live_streams(state: GatewayState, grace: float) -> None:

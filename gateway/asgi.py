@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from gateway.body_encoding import inflater_for
 from gateway.errors import GatewayError
 
 Scope = dict[str, Any]
@@ -38,9 +39,11 @@ def headers_dict(scope: Scope) -> dict[str, str]:
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body, at most ``limit`` bytes (inflated when it is gzip/deflate encoded)."""
     length = header(scope, b"content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise GatewayError("request_too_large", f"request body is larger than {limit} bytes", 413)
+    inflater = inflater_for(header(scope, b"content-encoding"), limit)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -52,8 +55,10 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             size += len(body)
             if size > limit:
                 raise GatewayError("request_too_large", f"request body is larger than {limit} bytes", 413)
-            chunks.append(body)
+            chunks.append(body if inflater is None else inflater.feed(body))
         if not message.get("more_body", False):
+            if inflater is not None:
+                inflater.finish()
             return b"".join(chunks)
 
 

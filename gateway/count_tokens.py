@@ -28,7 +28,6 @@ from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.relay import check_auth
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -104,7 +103,7 @@ _ANSWER = {
 
 
 async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Receive, meta: RequestMeta) -> tuple[int, bool]:
-    check_auth(state.keys, scope, meta.query)
+    spec = state.auth.authenticate(scope, meta.query)
     body = parse_json_object(scope, await read_body(scope, receive, state.settings.server.max_body_bytes), state.settings.server.max_json_depth)
     if dialect == "anthropic":
         body.setdefault("max_tokens", 1)
@@ -112,6 +111,8 @@ async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Recei
         body = body["generateContentRequest"]
     req = codec_for(dialect).parse_request(body, meta)
     req.dialect = dialect
+    if spec is not None and not spec.allows(req.model):
+        raise GatewayError("permission", f"key {spec.name!r} may not call model {req.model!r}", 403, param="model")
     if req.previous_id and state.stateful is not None:  # count the stored history too
         await state.stateful.prepare(req, dialect)
     counted = await _upstream_count(state, req)

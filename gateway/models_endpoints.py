@@ -15,7 +15,6 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
-from gateway.relay import check_auth
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -65,7 +64,7 @@ class ModelsEndpoints:
     async def list(self, request: Request) -> Response:
         dialect = caller_dialect(request)
         try:
-            check_auth(self.state.keys, request.scope, dict(request.query_params))
+            self.state.auth.authenticate(request.scope, dict(request.query_params))
         except GatewayError as err:
             return self._error(dialect, err)
         names = listed_models(self.state)
@@ -81,7 +80,7 @@ class ModelsEndpoints:
         if name.startswith("models/"):
             name = name[len("models/"):]
         try:
-            check_auth(self.state.keys, request.scope, dict(request.query_params))
+            self.state.auth.authenticate(request.scope, dict(request.query_params))
             self.state.router.resolve(name)  # unknown: 404 in the caller's shape
         except GatewayError as err:
             return self._error(dialect, err)

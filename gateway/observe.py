@@ -19,7 +19,7 @@ import queue
 import secrets
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -45,6 +45,7 @@ class AccessRecord:
     dialect: str
     path: str
     started: float = field(default_factory=time.perf_counter)
+    key: str | None = None  # the named key's name (never the secret), set at authentication
     route: str | None = None
     provider: str | None = None
     upstream_dialect: str | None = None
@@ -66,7 +67,10 @@ class AccessRecord:
     trace_id: str | None = None  # the OpenTelemetry trace (telemetry on): find this request in the tracing backend
     dropped: list[str] = field(default_factory=list)  # request settings the upstream was sent without (gateway/carry.py)
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
+    cost_usd: float | None = None  # set by the ledger at finish; None when unpriced
+    unpriced: bool = False
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
+    hold: Any = None  # what the request holds in the store's limits until settled (gateway/limits.py)
     response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
 
     def first_byte(self) -> None:
@@ -110,6 +114,9 @@ class Metrics:
         self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures by provider and kind", ["provider", "kind"], registry=r)
         self.retries = Counter("gateway_retries", "Upstream attempts beyond the first", ["provider"], registry=r)
         self.fallbacks = Counter("gateway_fallbacks", "Requests answered by a fallback provider", ["provider"], registry=r)
+        self.cost = Counter("gateway_cost_usd", "Spend in USD by named key, provider and upstream model", ["key", "provider", "model"], registry=r)
+        self.budget_remaining = Gauge("gateway_budget_remaining_usd", "Budget left in the current period, by named key", ["key"], registry=r)
+        self.refusals = Counter("gateway_refusals", "Requests refused by a key's limits, by key and reason", ["key", "reason"], registry=r)
         self.dropped = Counter("gateway_dropped_settings", "Request settings sent upstream without (gateway/carry.py)", ["provider", "field"], registry=r)
 
     def render(self) -> bytes:
@@ -125,6 +132,7 @@ class Observer:
     def __init__(self, enabled: bool = True) -> None:
         self.metrics = Metrics()
         self.enabled = enabled
+        self.ledger: Any = None  # gateway.ledger.Ledger: prices and settles every finished record
         self._listener: logging.handlers.QueueListener | None = None
         self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
         if enabled and not access_log.handlers:
@@ -163,6 +171,10 @@ class Observer:
         if record.provider is not None and record.input_tokens is None and record.output_tokens is None:
             record.usage_missing = True
             self._warn_usage_missing(record)
+        line = None
+        if self.ledger is not None:
+            line = log_line(record)
+            self.ledger.finish(record, line)  # cost_usd onto the record and the line; settles once
         m.requests.labels(record.dialect, provider, str(record.status)).inc()
         m.duration.labels(record.dialect, provider).observe(record.duration_ms / 1000)
         if record.ttfb_ms is not None:
@@ -189,9 +201,15 @@ class Observer:
             if record.provider and record.provider != first and record.status < 400:
                 m.fallbacks.labels(record.provider).inc()
         if self.enabled:
-            line = asdict(record)
-            line.pop("started")
-            line.pop("response_started")
-            line.pop("response_done")
-            line["ts"] = time.time()
-            access_log.info(orjson.dumps(line).decode())
+            access_log.info(orjson.dumps(line if line is not None else log_line(record)).decode())
+
+
+_LOGGED = tuple(f.name for f in fields(AccessRecord) if f.name not in ("started", "response_started", "response_done", "hold"))
+
+
+def log_line(record: AccessRecord) -> dict[str, Any]:
+    """The access-log fields of ``record`` (also the request record of ``GET /admin/requests``)."""
+    line = {name: getattr(record, name) for name in _LOGGED}
+    line["attempts"] = [dict(a) for a in record.attempts]
+    line["ts"] = time.time()
+    return line

@@ -9,14 +9,15 @@ into a ``Reply`` for a whole answer. The caller hanging up cancels everything at
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from typing import TYPE_CHECKING, Any
 
-from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
+from gateway.asgi import ClientGone, Receive, Scope, Send, parse_json_object, read_body, run_until_disconnect, send_json
 from gateway.attempts import Attempt, Opened, batches, open_upstream
+from gateway.auth import caller_key, check_auth  # noqa: F401  (their home is gateway/auth.py)
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
+from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.inspector import CURRENT
@@ -44,28 +45,6 @@ JSON_ARRAY_STREAM_HEADERS = [  # Gemini streamGenerateContent without alt=sse
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-
-
-def caller_key(scope: Scope, query: dict[str, str]) -> str | None:
-    """The key the caller presented, in whichever header its dialect uses."""
-    auth = header(scope, b"authorization")
-    if auth and auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return header(scope, b"x-api-key") or header(scope, b"x-goog-api-key") or query.get("key")
-
-
-def check_auth(keys: list[str], scope: Scope, query: dict[str, str]) -> None:
-    if not keys:
-        return
-    presented = caller_key(scope, query)
-    if presented is None:
-        raise GatewayError("authentication", "missing API key: send the gateway key in your SDK's usual header", 401)
-    presented_b = presented.encode()
-    ok = False
-    for key in keys:  # constant time per key, and every key is compared
-        ok |= hmac.compare_digest(presented_b, key.encode())
-    if not ok:
-        raise GatewayError("authentication", "invalid API key", 401)
 
 
 _TRACKED = (Usage, End, StreamError)  # the events the access log reads while streaming
@@ -101,11 +80,14 @@ class Relay:
         trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
         try:
             try:
-                check_auth(state.keys, scope, meta.query)
+                spec = state.auth.authenticate(scope, meta.query)
+                if spec is not None:
+                    record.key = spec.name  # early: spans and logs name the key from here on
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)
                 if capture is not None:
                     capture.caller_request(scope, meta.query, body)
                 obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
+                validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
                 if meta.stream is not None:
@@ -116,6 +98,8 @@ class Relay:
                     trace.request(req, resolved)
                 if req.stream and not req.include_usage and (resolved.stream_usage or state.settings.server.stream_usage) == "always":
                     req.include_usage = True  # stream_usage = "always": the stream ends with its usage (OpenAI chat)
+                if spec is not None:
+                    await state.limiter.admit(spec, req, resolved, record, dialect, extra_headers)
                 persist: Persist | None = None
                 stateful = state.stateful
                 if stateful is not None and stateful.handles(dialect):

@@ -36,6 +36,12 @@ class ServerSettings(BaseModel):
     access_log: bool = True
     fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
     stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (README)
+    # Hostile connections (gateway/server_protocol.py): 0 turns a bound off (keep_alive_timeout 0: no keep-alive).
+    request_head_timeout: float = 10.0  # a request head must arrive within this, else the connection is closed (408)
+    request_body_timeout: float = 60.0  # the body must arrive within this after the head (408)
+    keep_alive_timeout: float = 5.0  # an idle kept-alive connection is closed after this
+    max_connections: int = 10_000  # per process; a request beyond it is a 503 in the caller's dialect
+    max_head_bytes: int = 65_536  # a longer request line + headers is a 431
 
 
 class AuthSettings(BaseModel):
@@ -47,6 +53,59 @@ class AuthSettings(BaseModel):
         env = os.environ.get(self.keys_env, "") if self.keys_env else ""
         keys += [k.strip() for k in env.split(",") if k.strip()]
         return keys
+
+
+class AdminSettings(BaseModel):
+    key_env: str | None = None  # the admin API (/admin/...) and the console; unset = both off
+    key: SecretStr | None = None
+
+    def resolved_key(self) -> str | None:
+        if self.key is not None and self.key.get_secret_value():
+            return self.key.get_secret_value()
+        return (os.environ.get(self.key_env) or None) if self.key_env else None
+
+
+BudgetPeriod = Literal["day", "week", "month", "total"]
+
+
+class KeySettings(BaseModel):
+    """One named caller key (CONTRACT.md "Named keys"): an identity with limits."""
+
+    name: str
+    key_env: str | None = None  # the env var holding the key
+    key_sha256: str | None = None  # or the hex SHA-256 of the key (the secret never in the file)
+    models: list[str] | None = None  # route names (globs) this key may call; None = all
+    budget_usd: float | None = None
+    budget_period: BudgetPeriod = "month"
+    rpm: int | None = None
+    tpm: int | None = None
+    max_parallel: int | None = None
+    expires_at: str | None = None  # ISO 8601; a key past it is refused (401)
+    refuse_unpriced: bool = False  # refuse (403) models without a known price
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_plain(cls, value: str) -> str:
+        from gateway.keys import check_name
+
+        return check_name(value)
+
+
+class PriceSettings(BaseModel):
+    """USD per million tokens of one upstream model (glob), each token kind at its own rate."""
+
+    input: float
+    output: float
+    cache_read: float | None = None  # default: the input rate
+    cache_write: float | None = None  # default: the input rate
+    reasoning: float | None = None  # default: the output rate (reasoning is output)
+
+
+class SpendSettings(BaseModel):
+    reserve_output_tokens: int = 4096  # output reserved per request: max_tokens, at most this (the cap)
+    requests_kept: int = 10000  # request records kept for GET /admin/requests (newest first)
+    lease_seconds: float = 3900.0  # a reservation of a replica that died is released after this
+    price_database: bool = True  # without a [prices] entry, look the model up in genai-prices
 
 
 class ProviderSettings(BaseModel):
@@ -142,16 +201,6 @@ class StoreSettings(BaseModel):
     owner_timeout_seconds: float = Field(default=8.0, gt=0)
 
 
-class AdminSettings(BaseModel):
-    key_env: str | None = None  # the admin API (/admin/...) and the console (/ui); unset = both off
-    key: SecretStr | None = None
-
-    def resolved_key(self) -> str | None:
-        if self.key is not None and self.key.get_secret_value():
-            return self.key.get_secret_value()
-        return (os.environ.get(self.key_env) or None) if self.key_env else None
-
-
 class InspectorSettings(BaseModel):
     """Which requests keep their wire for the console's inspector (gateway/inspector.py)."""
 
@@ -198,6 +247,9 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     inspector: InspectorSettings = Field(default_factory=InspectorSettings)
+    keys: list[KeySettings] = Field(default_factory=list)
+    prices: dict[str, PriceSettings] = Field(default_factory=dict)
+    spend: SpendSettings = Field(default_factory=SpendSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
@@ -264,6 +316,12 @@ def validate_references(settings: Settings) -> None:
             provider = fallback.split(":", 1)[0]
             if provider not in names:
                 raise ValueError(f"route {route.model!r} fallback {fallback!r} refers to unknown provider {provider!r}")
+    key_names = [k.name for k in settings.keys]
+    if len(set(key_names)) != len(key_names):
+        raise ValueError(f"duplicate key names: {sorted({n for n in key_names if key_names.count(n) > 1})}")
+    for key in settings.keys:
+        if bool(key.key_env) == bool(key.key_sha256):
+            raise ValueError(f"key {key.name!r} needs exactly one of key_env or key_sha256")
     for provider in settings.providers:
         if provider.dialect != "demo" and not provider.base_url:
             raise ValueError(f"provider {provider.name!r} needs a base_url")

@@ -22,7 +22,6 @@ from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
 from gateway.observe import AccessRecord, request_id_for
-from gateway.relay import check_auth
 from gateway.stateful import INTERACTIONS
 
 if TYPE_CHECKING:
@@ -62,7 +61,9 @@ class StoredEndpoint:
         headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, self.dialect, scope["path"])
         try:
-            check_auth(self.state.keys, scope, query)
+            spec = self.state.auth.authenticate(scope, query)
+            if spec is not None:
+                record.key = spec.name
             await self._handle(scope, receive, send, query, headers, record)
         except GatewayError as err:
             status, body = codec.render_error(err)

@@ -1,19 +1,25 @@
 """Writing a caller's stream: keepalives during upstream silence and the idle-timeout watchdog.
 
-One timer per stream (no task and no timeout reschedule per chunk): every tick it looks at two
-timestamps the relay keeps current — the last write to the caller and the last batch from the
-upstream. A silent caller connection gets the encoder's keepalive bytes; an upstream silent past
-its idle timeout gets the relay task cancelled with ``idle_expired`` set, which the relay turns
-into an in-dialect timeout error.
+One timer per stream (no task and no timeout reschedule per chunk): writes only stamp the time.
+The timer is armed for the moment something may be owed — the next keepalive, ``keepalive_seconds``
+after the last write, or the idle deadline, ``idle_timeout`` after the last upstream batch —
+and, when it fires, compares against the stamps and arms itself again for whatever is owed next.
+So a keepalive goes out ``keepalive_seconds`` after the last write, whatever the idle timeout (a
+timer that ticked at a fixed period found a keepalive due only at the tick after it was owed:
+up to twice as late). An upstream silent past its idle timeout gets the relay task cancelled
+with ``idle_expired`` set, which the relay turns into an in-dialect timeout error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_EARLY = 0.002  # a timer may fire a clock tick before its deadline: that counts as on time
 
 
 class StreamWriter:
@@ -30,20 +36,33 @@ class StreamWriter:
         self.idle_expired = False
         self._pending: asyncio.Task[None] | None = None
         self._busy = False
-        periods = [p for p in (keepalive_interval if self._keepalive else 0, idle_timeout / 4) if p > 0]
-        self._tick_every = min(periods) if periods else 0
-        self._handle = self._loop.call_later(self._tick_every, self._tick) if self._tick_every else None
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm(self._last_write)
+
+    def _arm(self, now: float) -> None:
+        """Arm the timer for the next moment a keepalive or the idle deadline may be owed."""
+        due = math.inf
+        if self._keepalive:
+            due = self._last_write + self._interval
+            if due <= now:  # a write is under way (the relay's or a keepalive): look again an interval on
+                due = now + self._interval
+        if self._idle > 0:
+            deadline = self.upstream_at + self._idle
+            if deadline <= now:  # not waiting on the upstream (the relay is writing): look again later
+                deadline = now + self._idle / 4
+            due = min(due, deadline)
+        self._handle = self._loop.call_at(due, self._tick) if due < math.inf else None
 
     def _tick(self) -> None:
         now = self._loop.time()
-        if self.waiting and self._idle > 0 and now - self.upstream_at >= self._idle and self._task is not None:
+        if self.waiting and self._idle > 0 and now - self.upstream_at >= self._idle - _EARLY and self._task is not None:
             self.idle_expired = True
             self._task.cancel()
             self._handle = None
             return
-        if self._keepalive and not self._busy and self._pending is None and now - self._last_write >= self._interval:
+        if self._keepalive and not self._busy and self._pending is None and now - self._last_write >= self._interval - _EARLY:
             self._pending = self._loop.create_task(self._write_keepalive())
-        self._handle = self._loop.call_later(self._tick_every, self._tick)
+        self._arm(now)
 
     async def _write_keepalive(self) -> None:
         try:

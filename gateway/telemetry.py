@@ -378,8 +378,10 @@ class RequestTrace:
             attrs["gateway.provider"] = record.provider
         if record.stop_reason:
             attrs["gateway.stop_reason"] = record.stop_reason
-        # h16 (keys/ledger) adds AccessRecord.key (the key's name, never the secret) and .cost_usd:
-        # they go here as "gateway.key" and "gateway.cost_usd" once they exist.
+        if record.key is not None:
+            attrs["gateway.key"] = record.key  # the named key's name, never the secret
+        if record.cost_usd is not None:
+            attrs["gateway.cost_usd"] = record.cost_usd  # set when the ledger priced it (Observer.finish)
         if error:
             attrs["error.type"] = error
             if record.status >= 500 or record.status == 200:  # a server failure, or a stream that failed after its 200

@@ -3,7 +3,9 @@
 The gateway runs under real uvicorn on its own loopback port, configured with one provider per
 upstream dialect (all pointing at the fake) and glob routes ``<dialect>--*``: a caller asking for
 ``openai-chat--tool_call`` reaches the OpenAI chat provider, which replays
-``captures/openai-chat/tool_call.sse``.
+``captures/openai-chat/tool_call.sse``. Routes ``<dialect>--<scenario>@<word>`` reach the same
+answer under an upstream model named like the wire (``text``, ``length``, ``message`` …, see
+``SCENARIO_WORDS``), which the fake echoes in its stream: the matrix runs through those.
 """
 
 from __future__ import annotations
@@ -14,10 +16,16 @@ from typing import Any
 import pytest
 
 from gateway.app import create_app
+from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
-from tests.support.fake_upstream import FakeUpstream, ServerThread
+from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
 
 UPSTREAM_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
+
+
+def word_model(dialect: str, scenario: str) -> str:
+    """The caller's model for ``scenario`` on ``dialect`` through an upstream model named like the wire."""
+    return f"{dialect}--{scenario}@{SCENARIO_WORDS[scenario]}"
 
 
 def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
@@ -42,7 +50,8 @@ def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
         for d in UPSTREAM_DIALECTS
     ]
     providers.append({"name": "demo", "dialect": "demo"})
-    routes = [{"model": f"{d}--*", "provider": f"up-{d}"} for d in UPSTREAM_DIALECTS]
+    routes = [{"model": word_model(d, s), "provider": f"up-{d}", "upstream_model": w} for d in UPSTREAM_DIALECTS for s, w in SCENARIO_WORDS.items()]
+    routes += [{"model": f"{d}--*", "provider": f"up-{d}"} for d in UPSTREAM_DIALECTS]
     routes.append({"model": "demo", "provider": "demo"})
     return {
         "server": {"keepalive_seconds": 0.5, "access_log": False, **server},
@@ -64,5 +73,5 @@ def fake() -> Iterator[FakeUpstream]:
 @pytest.fixture(scope="session")
 def gateway(fake: FakeUpstream) -> Iterator[ServerThread]:
     settings = Settings(**gateway_config(f"http://127.0.0.1:{fake.port}"))
-    with ServerThread(create_app(settings)) as server:
+    with ServerThread(create_app(settings), **uvicorn_options()) as server:  # the gateway's own server layer
         yield server

@@ -1,7 +1,9 @@
 """The conformance matrix: every caller SDK × every upstream dialect × every scenario, stream and whole.
 
 The gateway runs on a real loopback port; the upstream is a real loopback server replaying
-``captures/<dialect>/<scenario>.sse``. Each cell asserts what the application sees through the
+``captures/<dialect>/<scenario>.sse``. Every route's upstream model is a word of the streams
+(``text``, ``length``, ``message``, ``thinking`` …, echoed by the fake as a real provider does), so
+a gateway that touches anything but the model field when it renames the model fails here. Each cell asserts what the application sees through the
 official SDK (exact text, tools and parsed arguments, stop reason, usage in the caller's own
 meaning) and what the upstream received (model, system prompt, turns, tools, tool results,
 limits, its own key). Failure cells assert that the SDK raises. The results are written to
@@ -16,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import UPSTREAM_DIALECTS
+from tests.conftest import UPSTREAM_DIALECTS, word_model
 from tests.support.callers import CALLERS, ERRORS, SYSTEM, TOOL_RESULT, USER, Outcome, error_status, responses_call
-from tests.support.fake_upstream import FakeUpstream, Received
+from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, Received
 
 CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
 
@@ -178,7 +180,7 @@ def upstream_view(r: Received) -> dict[str, Any]:
 
 def check_upstream(fake: FakeUpstream, upstream: str, model: str, scenario: str) -> None:
     view = upstream_view(fake.last(upstream))
-    assert view["model"] == model
+    assert view["model"] == SCENARIO_WORDS[scenario], f"the route sends upstream model {SCENARIO_WORDS[scenario]!r} (caller asked {model!r})"
     assert SYSTEM in view["system"]
     assert USER in view["texts"]
     assert view["key"] is not None and "sk-upstream" in view["key"] and "sk-caller" not in view["key"]
@@ -217,7 +219,7 @@ def check_answer(caller: str, upstream: str, scenario: str, out: Outcome, model:
 @pytest.mark.parametrize("upstream", UPSTREAM_DIALECTS)
 @pytest.mark.parametrize("caller", CALLER_DIALECTS)
 def test_cell(gateway: Any, fake: FakeUpstream, caller: str, upstream: str, scenario: str, stream: bool) -> None:
-    model = f"{upstream}--{scenario}"
+    model = word_model(upstream, scenario)
     call = CALLERS[caller]
     key = (caller, upstream, scenario, "stream" if stream else "whole")
     RESULTS[key] = False

@@ -9,18 +9,21 @@ A codec is the only place that knows its wire format. It converts, in both direc
 * whole replies: upstream JSON → events (``decode_whole``) and ``Reply`` → caller JSON
   (``encode_whole``);
 * errors: upstream error body → ``GatewayError`` (``decode_error``) and ``GatewayError`` →
-  caller status + body (``render_error``).
+  caller status + body (``render_error``);
+* the same-dialect fast path (``fast_path``, a ``FastPathRules``, usually declared in the
+  package's ``fast_path.py``): where its frames name the model, which frames hold the stop
+  reason, and, optionally, how a cut stream is closed in its own numbering.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway.carry import Limit
 from gateway.errors import GatewayError
-from gateway.events import Event, Usage
+from gateway.events import Event, StreamError, Usage
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 from gateway.sse import SSEFrame
@@ -103,8 +106,48 @@ class StreamEncoder(Protocol):
         """Bytes that keep an idle connection open without changing the answer."""
 
 
+@dataclass(frozen=True, slots=True)
+class ModelPlace:
+    """Where a dialect's stream frames name the model: ``frame[parent][key]``, or ``frame[key]``
+    when ``parent`` is None. The fast path renames the model there and nowhere else, so a model
+    called ``text`` never touches ``"type":"text"``."""
+
+    key: str
+    parent: str | None = None
+
+
+class FastPathTail(Protocol):
+    """Per-stream state for a dialect whose error ending continues the upstream's own frames
+    (Responses: the next ``sequence_number`` and the ``response`` object of ``response.created``)."""
+
+    def note(self, event: str | None, data: str) -> None:
+        """Called with every frame forwarded (after the model rename)."""
+
+    def error_frames(self, err: StreamError, caller_model: str) -> bytes:
+        """The dialect's error ending for a stream the gateway has to cut short."""
+
+
+def _no_stop(event: str | None, data: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class FastPathRules:
+    """What the same-dialect fast path (gateway/passthrough.py) must know of a dialect.
+
+    ``carries_stop(event, data)``: whether a frame states the stop reason (some clients take a stop
+    reason as the end, so such frames wait for the terminator). ``tail``: makes the per-stream
+    ``FastPathTail``; without one, a cut stream ends with the encoder's own error frame.
+    """
+
+    model: ModelPlace
+    carries_stop: Callable[[str | None, str], bool] = _no_stop
+    tail: Callable[[], FastPathTail] | None = None
+
+
 class Codec(Protocol):
     name: str
+    fast_path: FastPathRules
     limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/carry.py)
     params: dict[str, str]  # IR field -> this dialect's own parameter name, for refusals
 

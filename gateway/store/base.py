@@ -36,6 +36,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.store.counters import Ask, Settlement, Verdict
+
 __all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed", "open_store"]
 
 
@@ -185,6 +187,44 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def cancel_requested(self, stream_id: str) -> bool:
         """Whether ``request_cancel`` was called for this stream."""
+
+    # -- limits and spend (gateway/store/counters.py says what they hold) -----------------------------
+
+    requests_kept: int = 10000  # request records kept for GET /admin/requests
+
+    @abc.abstractmethod
+    async def reserve(self, ask: Ask) -> Verdict:
+        """Check every limit of ``ask`` and hold it, atomically across processes, or hold nothing."""
+
+    @abc.abstractmethod
+    async def settle(self, items: list[Settlement]) -> list[int]:
+        """Release each hold, add the real tokens and cost, record spend buckets and the request
+        record; returns each item's period spend afterwards (nano-USD; 0 without a period)."""
+
+    @abc.abstractmethod
+    async def budget_state(self, key: str, period: str) -> tuple[int, int]:
+        """(spent, held) nano-USD of ``key`` in budget ``period``."""
+
+    @abc.abstractmethod
+    async def spend_buckets(self, start_hour: int, end_hour: int, key: str | None) -> list[tuple[Any, ...]]:
+        """Hourly spend rows ``(hour, key, model, provider, route, *SPEND_FIELDS)`` with
+        ``start_hour <= hour < end_hour``, of one key when given. Kept without expiry."""
+
+    @abc.abstractmethod
+    async def recent_requests(self, key: str | None, limit: int) -> list[dict[str, Any]]:
+        """The newest request records first (of one key when given)."""
+
+    @abc.abstractmethod
+    async def key_records(self) -> dict[str, dict[str, Any]]:
+        """Every key record written by the admin API (name → record)."""
+
+    @abc.abstractmethod
+    async def put_key_record(self, name: str, record: dict[str, Any]) -> None:
+        """Store a key record and move the key version (every replica reloads)."""
+
+    @abc.abstractmethod
+    async def key_version(self) -> int:
+        """A number that changes whenever a key record changes (polled by every replica)."""
 
     # -- housekeeping ---------------------------------------------------------------------------------
 

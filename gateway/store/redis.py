@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
+from gateway.store.redis_counters import RedisCounters
 
 _BATCH = 1000
 _PREFIX = "gw:"
@@ -101,19 +102,20 @@ def _s(value: Any) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class RedisStore(Store):
+class RedisStore(RedisCounters, Store):
     """Redis (``redis://host:port/db``) behind the :class:`Store` interface."""
 
     def __init__(self, url: str, ttl_seconds: float, *, prefix: str = _PREFIX) -> None:
         self.ttl_seconds = ttl_seconds
         self._ttl_ms = max(1, int(ttl_seconds * 1000))
         self._prefix = prefix
-        self._r: aioredis.Redis = aioredis.Redis.from_url(url, protocol=2)
+        self._r: aioredis.Redis = aioredis.Redis.from_url(url, protocol=2, socket_connect_timeout=2.0)
         self._append = self._r.register_script(_APPEND)
         self._finish = self._r.register_script(_FINISH)
         self._beat = self._r.register_script(_BEAT)
         self._cancel = self._r.register_script(_CANCEL)
         self._status = self._r.register_script(_STATUS)
+        self._init_counters()
 
     def _k(self, what: str, *parts: str) -> str:
         """``gw:log:{id}``: the id in braces is the Redis Cluster hash tag, so the keys one

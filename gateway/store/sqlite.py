@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 import orjson
 
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
+from gateway.store.sqlite_counters import SCHEMA as COUNTERS_SCHEMA
+from gateway.store.sqlite_counters import SQLiteCounters
 
 T = TypeVar("T")
 
@@ -63,7 +65,7 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteCounters, Store):
     """One SQLite file (or ``:memory:``) behind the :class:`Store` interface."""
 
     def __init__(self, path: str, ttl_seconds: float) -> None:
@@ -75,6 +77,10 @@ class SQLiteStore(Store):
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._pending: list[tuple[str, bytes, int | None, asyncio.Future[int]]] = []
         self._drainer: asyncio.Task[None] | None = None
+        if path == ":memory:":
+            from gateway.store.memory_counters import MemoryCounters
+
+            self._memory = MemoryCounters()
         # Opening is quick and happens once at startup: do it now so a bad path fails early.
         try:
             self._pool.submit(self._open).result()
@@ -93,6 +99,7 @@ class SQLiteStore(Store):
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
+        db.executescript(COUNTERS_SCHEMA)
         self._db = db
         self._expire(time.time())
 
@@ -366,5 +373,6 @@ class SQLiteStore(Store):
 
         if self._drainer is not None:
             await self._drainer
+        self._close_inline()
         await self._run(shut)
         self._pool.shutdown(wait=False)

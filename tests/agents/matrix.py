@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import create_app
+from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import ServerThread
 
@@ -88,5 +89,5 @@ def gateway_config(fake_url: str, state_dir: Path) -> dict[str, Any]:
 @contextmanager
 def gateway_for(fake_url: str, state_dir: Path) -> Iterator[ServerThread]:
     settings = Settings(**gateway_config(fake_url, state_dir))
-    with ServerThread(create_app(settings)) as server:
+    with ServerThread(create_app(settings), **uvicorn_options()) as server:  # the gateway's own server layer
         yield server

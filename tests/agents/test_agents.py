@@ -16,6 +16,7 @@ Run with ``make test-agents`` (sets RUN_AGENT_TESTS=1; ``make agents-setup`` ins
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,6 +115,24 @@ def test_cut_stream_fails_the_turn(cli: str, dialect: str, fake: tuple[ScriptedU
     assert run.answer is None, f"{cli} took a cut-off stream for a finished answer" + context
     if cli != "gemini":  # Gemini CLI 0.61 exits 0 and reports the failure as an "error" object in its JSON
         assert run.returncode != 0, f"{cli} exited 0 on a cut-off stream" + context
+
+
+def test_codex_websocket_attempt_falls_back_to_http_at_once(fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+    """Codex with WebSockets on tries ``GET /v1/responses`` (Upgrade: websocket) first; the gateway's
+    426 makes it fall back to the HTTP stream at once (issue 18). Measured: the POST ~0.1 s later."""
+    if "codex" in _MISSING:
+        pytest.skip(f"codex is not installed in {harness.BIN}: run `make agents-setup`")
+    upstream = fake[0]
+    upstream.reset()
+    model = task_model("openai-responses", "plain")
+    work = work_folder(tmp_path / "work")
+    started = time.monotonic()
+    run = harness.run_codex(gateway.url, model, prompt_for("plain", work), work, timeout=TIMEOUT, websockets=True)
+    elapsed = time.monotonic() - started
+    context = f"\n{run.describe()}\n{_trace(upstream.requests(model))}"
+    assert run.answer is not None and PLAIN_ANSWER in run.answer, context
+    assert "Responses WebSocket" in run.stderr, "codex did not try a WebSocket first" + context
+    assert elapsed < 10, f"the fallback took {elapsed:.1f}s" + context
 
 
 def check_cell(cli: str, dialect: str, task: str, prefix: str, upstream: ScriptedUpstream, gateway: ServerThread, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.gemini import CODEC
 from gateway.dialects.gemini.sigs import from_caller, to_caller
+from gateway.dialects.gemini.stream_decode import GeminiStreamDecoder
 from gateway.errors import GatewayError
 from gateway.events import (
     BlockStart,
@@ -27,7 +28,7 @@ from gateway.events import (
 from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold, unfold
 from gateway.signatures import pack
-from gateway.sse import SSEDecoder
+from gateway.sse import SSEDecoder, SSEFrame
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "gemini"
@@ -196,7 +197,21 @@ def test_capture_long_500_usage_not_summed():
     r = fold(events)
     assert r.text == "".join(f"w{i} " for i in range(500))
     assert usage_tuple(r.usage) == (30, None, 500, None)  # 500 chunks each carry usage: last wins
-    assert sum(isinstance(e, Usage) for e in events) == 1
+    usages = [e for e in events if isinstance(e, Usage)]
+    assert len(usages) == 2  # the prompt's count at once, the final counts before End: never one per chunk
+    assert usages[0] == Usage(input=30) and events.index(usages[0]) < next(i for i, e in enumerate(events) if isinstance(e, BlockStart))
+
+
+def test_prompt_tokens_go_out_with_the_first_chunk():
+    """The first chunk's ``promptTokenCount`` is emitted before that chunk's blocks (the final usage
+    still comes before End), so an encoder writing its start can show the input tokens."""
+    decoder = GeminiStreamDecoder()
+    first = decoder.feed(SSEFrame(orjson.dumps({"candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}}], "usageMetadata": {"promptTokenCount": 7, "cachedContentTokenCount": 3, "candidatesTokenCount": 1}, "modelVersion": "m"}).decode()))
+    assert [type(e).__name__ for e in first] == ["MessageStart", "Usage", "BlockStart", "TextDelta"]
+    assert first[1] == Usage(input=7, cache_read=3)
+    assert not any(isinstance(e, Usage) for e in decoder.feed(SSEFrame(orjson.dumps({"candidates": [{"content": {"parts": [{"text": "!"}], "role": "model"}, "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2}}).decode())))
+    last = decoder.close()
+    assert [e for e in last if isinstance(e, Usage)] == [Usage(input=7, output=2)]
 
 
 def test_capture_error_mid_stream():

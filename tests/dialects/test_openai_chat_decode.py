@@ -285,3 +285,24 @@ def test_decode_error_files(status: int, file: str, kind: str, raw: str) -> None
 def test_decode_error_text_body() -> None:
     err = CODEC.decode_error(502, b"<html>Bad Gateway</html>")
     assert err.kind == "api_error" and err.status == 502 and "Bad Gateway" in err.message
+
+
+def test_usage_on_content_chunks_states_the_prompt_early():
+    """vLLM's ``continuous_usage_stats`` puts usage on every chunk: the prompt's count goes out
+    with the first one (before its deltas), the final usage still right before End."""
+    def chunk(content, usage, finish=None):
+        return orjson.dumps({"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}], "usage": usage})
+
+    body = b"".join(
+        b"data: " + c + b"\n\n"
+        for c in (
+            chunk("Hel", {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}),
+            chunk("lo", {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}, "stop"),
+        )
+    ) + b"data: [DONE]\n\n"
+    events = decode_bytes(body)
+    check_order(events)
+    usages = [(i, e) for i, e in enumerate(events) if isinstance(e, Usage)]
+    assert [u for _, u in usages] == [Usage(input=9), Usage(input=9, output=2)]
+    assert usages[0][0] < next(i for i, e in enumerate(events) if isinstance(e, BlockStart))
+    assert isinstance(events[-1], End) and usages[-1][0] == len(events) - 2

@@ -8,11 +8,17 @@ recorded (path, query, headers, parsed body) so tests can check what the upstrea
 Fault scenarios (issue 5) are built in: ``reset`` (cut the TCP connection mid-event), ``stall``
 (send a little, then nothing), ``slow_first`` (sleep before the headers), ``retry_after`` (429 with
 ``Retry-After: 0`` once per model, then the ``text`` answer).
+
+Models named like the wire (``SCENARIO_WORDS``: ``text``, ``length``, ``message`` …) replay their
+scenario too, and the stream then names that model where the captured one stood, as a real
+provider echoes the model it was asked for: a gateway that renames the model anywhere else in a
+frame breaks those answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 import time
@@ -37,6 +43,32 @@ class Received:
     disconnected_at: float | None = None  # time.monotonic() when the fake saw it
 
 
+# scenario -> an upstream model name that is also a word of the streams (a key, a type, a stop reason)
+SCENARIO_WORDS = {
+    "text": "text",
+    "tool_call": "message",
+    "parallel_tool_calls": "tool_use",
+    "tool_result_turn": "function",
+    "thinking": "thinking",
+    "max_tokens": "length",
+    "long_500": "assistant",
+    "error_mid_stream": "error",
+    "cut_mid_event": "model",
+    "no_terminator": "stop",
+    "error_429": "end_turn",
+    "error_500": "STOP",
+}
+WORD_SCENARIOS = {word: scenario for scenario, word in SCENARIO_WORDS.items()}
+_CAPTURED_MODEL = re.compile(rb'"(?:model|modelVersion)"\s*:\s*("(?:[^"\\]|\\.)+")')
+
+
+def echo_model(data: bytes, model: str) -> bytes:
+    """``data`` naming ``model`` where it named the captured model (the captured names occur nowhere else)."""
+    for captured in set(_CAPTURED_MODEL.findall(data)):
+        data = data.replace(captured, orjson.dumps(model))
+    return data
+
+
 COUNTED_TOKENS = 4242  # what the fake's count_tokens / countTokens answer
 
 
@@ -52,6 +84,7 @@ class FakeUpstream:
     stall_seconds: float = 30.0
     pause_seconds: float = 1.3  # the silence in the middle of the pause scenario
     slow_delay: float = 0.01  # seconds between events of the slow_stream scenario
+    pause_seconds: float = 1.3  # the silence in the middle of the pause scenario
     interactions: dict[str, list[bytes]] = field(default_factory=dict)  # id -> frames, for GET resume
     resumes: int = 0
 
@@ -123,7 +156,7 @@ class FakeUpstream:
             model = path.split("/models/", 1)[1].rsplit(":", 1)[0]
         else:
             model = str(body.get("model", ""))
-        scenario = model.split("--", 1)[1] if "--" in model else "text"
+        scenario = model.split("--", 1)[1] if "--" in model else WORD_SCENARIOS.get(model, "text")
         self.hits[model] = self.hits.get(model, 0) + 1
         folder = self.captures / dialect
         if scenario in ("error_429", "error_500"):
@@ -148,6 +181,8 @@ class FakeUpstream:
             await send({"type": "http.response.body", "body": b"".join(frames[: len(frames) // 2]) + frames[len(frames) // 2][:20], "more_body": True})
             raise ConnectionResetError("dropped by the fake upstream")
         data = (folder / f"{'text' if scenario in ('reset', 'stall', 'pause') else scenario}.sse").read_bytes()
+        if model in WORD_SCENARIOS:
+            data = echo_model(data, model)
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         self.open_connections += 1
         try:

@@ -2,7 +2,8 @@
 
 Accepted beyond the strict API, because real callers send it:
 
-* ``max_tokens`` may be missing (Anthropic requires it; the builder fills in the provider default);
+* ``max_tokens`` may be missing here (the builder fills in the provider default). Callers of
+  ``POST /v1/messages`` never get that far without it: ``validate.py`` refuses it first, as Anthropic does;
 * ``role: "system"`` turns inside ``messages`` (Claude Code sends them) become
   ``Message(role="system")`` at that position, never a 400.
 

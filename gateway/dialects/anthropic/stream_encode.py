@@ -8,8 +8,9 @@ The caller always gets Anthropic's exact shape::
 Rules the SDKs depend on, and how they are kept whatever the upstream:
 
 * ``message_start`` always carries ``usage``. It is written lazily, at the first event that is not
-  ``MessageStart``/``Usage``, so an upstream that states input usage up front (Anthropic) shows
-  it there; otherwise zeros. ``message_delta`` carries the final usage (unknown input/cache fields
+  ``MessageStart``/``Usage``, so an upstream that states input usage up front (Anthropic's
+  ``message_start``, Gemini's first chunk: the decoders emit it before the first block) shows it
+  there; otherwise zeros. ``message_delta`` carries the final usage (unknown input/cache fields
   are left out so the SDK keeps the ``message_start`` values; ``output_tokens`` is required).
 * One block at a time, indices 0..n-1 in emission order. The SDK appends a block on
   ``content_block_start`` and addresses deltas by ``content[index]``, so indices are assigned

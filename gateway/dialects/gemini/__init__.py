@@ -17,6 +17,7 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, fields, request_build, request_parse, whole
+from .fast_path import RULES as FAST_PATH
 from .json_array import JsonArrayStreamEncoder
 from .schema import convert_for_gemini
 from .stream_decode import GeminiStreamDecoder
@@ -25,6 +26,7 @@ from .stream_encode import GeminiStreamEncoder
 
 class GeminiCodec:
     name = "gemini"
+    fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 

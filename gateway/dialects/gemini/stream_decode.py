@@ -20,7 +20,9 @@ Blocks:
   thinking block before its ``tool_use``. The builder puts it back on the next part.
 
 ``usageMetadata`` repeats on every chunk: the last one is kept and emitted once, before ``End``
-(or before a ``StreamError``).
+(or before a ``StreamError``). The prompt's counts are known from the first chunk that carries
+them, so those go out at once too (``usage.early``, before that chunk's blocks): an Anthropic
+caller's ``message_start`` shows the real ``input_tokens``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class GeminiStreamDecoder:
 
     __slots__ = (
         "_started", "_index", "_open_kind", "_open_index", "_finish", "_finish_message",
-        "_saw_call", "_usage", "_done", "_calls", "_stream_call", "_whole",
+        "_saw_call", "_usage", "_done", "_calls", "_stream_call", "_whole", "_early_sent",
     )
 
     def __init__(self, whole: bool = False) -> None:
@@ -75,6 +77,7 @@ class GeminiStreamDecoder:
         self._calls = 0  # function calls seen
         self._stream_call: list[Any] | None = None  # [index, args object] of a Vertex streamed call
         self._whole = whole
+        self._early_sent = False  # the prompt's counts went out ahead of the final usage
 
     # -- frames ---------------------------------------------------------------------------
 
@@ -109,6 +112,9 @@ class GeminiStreamDecoder:
         meta = chunk.get("usageMetadata")
         if isinstance(meta, dict) and ("promptTokenCount" in meta or "candidatesTokenCount" in meta or "thoughtsTokenCount" in meta):
             self._usage = meta
+            if not self._early_sent and "promptTokenCount" in meta:
+                self._early_sent = True
+                out.append(usage.early(meta))
         candidates = chunk.get("candidates")
         if isinstance(candidates, list) and candidates:
             cand = candidates[0]

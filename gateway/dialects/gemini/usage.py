@@ -33,6 +33,13 @@ def from_gemini(meta: dict[str, Any]) -> Usage:
     )
 
 
+def early(meta: dict[str, Any]) -> Usage:
+    """The prompt side of a first chunk's ``usageMetadata``: what is known before the answer.
+    (Output counts so far are left out: clients that add the start's output to the end's count
+    would count them twice.)"""
+    return Usage(input=_int(meta.get("promptTokenCount")), cache_read=_int(meta.get("cachedContentTokenCount")))
+
+
 def to_gemini(usage: Usage) -> dict[str, Any]:
     """usageMetadata with the integers the SDKs read; thoughts/cached only when non-zero (as Gemini)."""
     prompt = usage.input or 0

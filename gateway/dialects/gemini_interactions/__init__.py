@@ -17,6 +17,7 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, fields, request_build, request_parse, whole
+from .fast_path import RULES as FAST_PATH
 from .stream_decode import InteractionsStreamDecoder
 from .stream_encode import DONE_FRAME, InteractionsStreamEncoder, event_id_for, parse_event_id
 
@@ -27,6 +28,7 @@ __all__ = ["CODEC", "InteractionsCodec", "InteractionsStreamDecoder", "Interacti
 
 class InteractionsCodec:
     name = DIALECT
+    fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 

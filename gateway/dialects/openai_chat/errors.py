@@ -22,6 +22,7 @@ import orjson
 
 from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
+from gateway.dialects.openai_chat.ratelimit import REFUSAL_CODES
 
 DIALECT = "openai-chat"
 
@@ -128,7 +129,9 @@ def stream_error(error: Any) -> StreamError:
 
 def error_object(kind: str, message: str, raw: str | None, same_dialect: bool, param: str | None = None) -> dict[str, Any]:
     etype, code = RENDER.get(kind, ("server_error", None))
-    if same_dialect and raw:
+    if kind == "rate_limit" and raw in REFUSAL_CODES:  # which limit: requests, tokens, or a spent quota
+        etype, code = REFUSAL_CODES[raw]
+    elif same_dialect and raw:
         etype = raw
     return {"message": message, "type": etype, "param": param, "code": code}
 

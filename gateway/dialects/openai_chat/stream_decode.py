@@ -10,7 +10,9 @@ compatible servers stream calls one after another.
 ``delta.reasoning_content`` (DeepSeek, vLLM) and ``delta.reasoning`` (OpenRouter, Ollama) become a
 thinking block; ``delta.refusal`` becomes text and turns a final ``stop`` into ``refusal``.
 Azure's leading ``prompt_filter_results`` chunk (empty id, no choices) is skipped.
-The stop reason and usage are held until ``data: [DONE]``, the only terminator.
+The stop reason and usage are held until ``data: [DONE]``, the only terminator. A server that
+reports usage on content chunks (vLLM's ``continuous_usage_stats``) states the prompt's count
+early: that goes out at once (input side only), before the chunk's deltas.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class ChatStreamDecoder:
         "_usage",
         "_refusal",
         "_warned_choice",
+        "_early_sent",
     )
 
     def __init__(self) -> None:
@@ -70,6 +73,7 @@ class ChatStreamDecoder:
         self._usage: Usage | None = None
         self._refusal = False
         self._warned_choice = False
+        self._early_sent = False  # the prompt's count went out ahead of the final usage
 
     # -- SSE frames -------------------------------------------------------------------------
     def feed(self, frame: SSEFrame) -> list[Event]:
@@ -97,6 +101,12 @@ class ChatStreamDecoder:
                 return []  # Azure's prompt_filter_results preamble
             self._started = True
             events.append(MessageStart(obj.get("id") or new_id("chatcmpl-"), obj.get("model") or ""))
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage = from_chat(usage)
+            if choices and not self._early_sent and self._usage.input is not None:
+                self._early_sent = True
+                events.append(Usage(input=self._usage.input, cache_read=self._usage.cache_read))
         if choices:
             for choice in choices:
                 if not isinstance(choice, dict):
@@ -112,9 +122,6 @@ class ChatStreamDecoder:
                 finish = choice.get("finish_reason")
                 if finish:
                     self._finish = finish
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            self._usage = from_chat(usage)
         return events
 
     def close(self) -> list[Event]:

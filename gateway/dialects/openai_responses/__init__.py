@@ -15,6 +15,7 @@ from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
 from . import errors, fields, request_build, request_parse, whole
+from .fast_path import RULES as FAST_PATH
 from .stream_decode import ResponsesStreamDecoder
 from .stream_encode import ResponsesStreamEncoder
 
@@ -23,6 +24,7 @@ DIALECT = "openai-responses"
 
 class ResponsesCodec:
     name = DIALECT
+    fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 

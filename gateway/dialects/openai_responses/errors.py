@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from gateway.dialects.openai_chat.ratelimit import REFUSAL_CODES
 from gateway.errors import GatewayError, kind_for_status
 
 DIALECT = "openai-responses"
@@ -75,6 +76,8 @@ def decode_error(status: int, body: bytes) -> GatewayError:
 def error_type_code(kind: str, raw: str | None, origin: str | None) -> tuple[str, str | None]:
     """(type, code) for a caller: an OpenAI upstream's own code is kept verbatim."""
     typ, code = _KIND_TYPE.get(kind, ("server_error", None))
+    if kind == "rate_limit" and raw in REFUSAL_CODES:  # which limit: requests, tokens, or a spent quota
+        return REFUSAL_CODES[raw]
     if raw and origin in _SAME_FAMILY:
         code = raw
         if raw in ("server_error", "invalid_request_error"):

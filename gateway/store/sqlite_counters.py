@@ -1,0 +1,232 @@
+"""Limits and spend on SQLite: each reserve and each batch of settlements is one ``BEGIN IMMEDIATE``
+transaction, so several ``--workers`` on one file see one set of counters and no request slips
+between another's check and its write. A key's live state (leases, windows, holds) is one row
+(gateway/store/key_state.py): a reserve writes one page. Spend tables have no TTL: they are the ledger.
+
+Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from gateway.store.memory_counters import MemoryCounters
+from gateway.store import key_state
+from gateway.store.counters import Ask, Settlement, Verdict, hour_of, settlement_values
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS rl_state (key TEXT PRIMARY KEY, state BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS budgets (
+    key TEXT NOT NULL, period TEXT NOT NULL, spent INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (key, period)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS spend (
+    hour INTEGER NOT NULL, key TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, route TEXT NOT NULL,
+    requests INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL, cache_write_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
+    cost_nano INTEGER NOT NULL, unpriced_requests INTEGER NOT NULL,
+    PRIMARY KEY (hour, key, model, provider, route)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS request_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS request_log_key ON request_log (key, seq);
+CREATE TABLE IF NOT EXISTS key_records (name TEXT PRIMARY KEY, body BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS key_version (id INTEGER PRIMARY KEY CHECK (id = 0), v INTEGER NOT NULL);
+"""
+
+INLINE_BUSY_SECONDS = 0.005  # the longest a reserve may block the event loop on another process's write lock
+
+_UPSERT_SPEND = (
+    "INSERT INTO spend VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hour, key, model, provider, route) DO UPDATE SET "
+    "requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, "
+    "output_tokens = output_tokens + excluded.output_tokens, cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, "
+    "cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, "
+    "cost_nano = cost_nano + excluded.cost_nano, unpriced_requests = unpriced_requests + excluded.unpriced_requests"
+)
+_ADD_BUDGET = (
+    "INSERT INTO budgets (key, period, spent) VALUES (?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET spent = spent + excluded.spent"
+)
+
+
+def _load(db: sqlite3.Connection, key: str) -> key_state.State:
+    row = db.execute("SELECT state FROM rl_state WHERE key = ?", (key,)).fetchone()
+    return orjson.loads(row[0]) if row else key_state.new_state()
+
+
+def _save(db: sqlite3.Connection, key: str, st: key_state.State) -> None:
+    db.execute("INSERT OR REPLACE INTO rl_state VALUES (?, ?)", (key, orjson.dumps(st)))
+
+
+class SQLiteCounters:
+    """The limits-and-spend half of ``SQLiteStore``. For ``:memory:`` it hands everything to
+    ``MemoryCounters`` (one process by definition: no SQL, no thread hop)."""
+
+    requests_kept: int = 10000
+    _memory: MemoryCounters | None = None
+    _inline_db: sqlite3.Connection | None = None
+    _inline_failed: bool = False
+    path: str
+
+    if TYPE_CHECKING:  # provided by SQLiteStore
+
+        def _tx(self, fn: Any, immediate: bool = True) -> Any: ...
+
+        async def _run(self, fn: Any, *args: Any) -> Any: ...
+
+    # -- worker-thread side ----------------------------------------------------------------------
+
+    def _inline(self) -> sqlite3.Connection | None:
+        """A connection of the event loop's own thread, for reserves (see ``reserve``)."""
+        if self._inline_db is None and not self._inline_failed:
+            try:
+                db = sqlite3.connect(self.path, isolation_level=None, timeout=INLINE_BUSY_SECONDS)
+                db.execute("PRAGMA synchronous=NORMAL")
+                self._inline_db = db
+            except sqlite3.Error:
+                self._inline_failed = True
+        return self._inline_db
+
+    def _close_inline(self) -> None:
+        if self._inline_db is not None:
+            self._inline_db.close()
+            self._inline_db = None
+
+    def _reserve(self, ask: Ask, db: sqlite3.Connection | None = None) -> Verdict:
+        def run(db: sqlite3.Connection) -> Verdict:
+            spent = 0
+            if ask.period:
+                row = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (ask.key, ask.period)).fetchone()
+                spent = row[0] if row else 0
+            st = _load(db, ask.key)
+            expired = any(held[0] <= ask.now for held in st["l"].values())
+            v = key_state.reserve(st, ask, spent)
+            if v.ok or expired:
+                _save(db, ask.key, st)
+            return v
+
+        if db is None:
+            return self._tx(run)  # type: ignore[no-any-return]
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            out = run(db)
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    def _settle(self, items: list[Settlement]) -> list[int]:
+        def run(db: sqlite3.Connection) -> list[int]:
+            out = []
+            trim = False
+            states: dict[str, key_state.State] = {}
+            for s in items:
+                if s.hold is not None:
+                    st = states.get(s.key)
+                    if st is None:
+                        st = states[s.key] = _load(db, s.key)
+                    key_state.settle(st, s)
+                spent = 0
+                if s.period:
+                    spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano)).fetchone()[0]
+                if s.counted:
+                    db.execute(_UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s)))
+                seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
+                trim = trim or seq % 100 == 0
+                out.append(spent)
+            for key, st in states.items():
+                _save(db, key, st)
+            if trim:  # now and then, not on every write
+                db.execute("DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,))
+            return out
+
+        return self._tx(run)  # type: ignore[no-any-return]
+
+    # -- event-loop side -----------------------------------------------------------------------------
+
+    async def reserve(self, ask: Ask) -> Verdict:
+        """On the event loop's thread, with its own connection: a reserve is a few microseconds of
+        SQLite, less than the hop to the store's worker thread (which under load costs milliseconds
+        of waiting). If another process holds the write lock for more than ``INLINE_BUSY_SECONDS``,
+        the reserve goes to the worker thread, which may wait for it without blocking the loop."""
+        if self._memory is not None:
+            return self._memory.reserve(ask)
+        db = self._inline()
+        if db is not None:
+            try:
+                return self._reserve(ask, db)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+        return await self._run(self._reserve, ask)  # type: ignore[no-any-return]
+
+    async def settle(self, items: list[Settlement]) -> list[int]:
+        if self._memory is not None:
+            return self._memory.settle(items)
+        return await self._run(self._settle, items)  # type: ignore[no-any-return]
+
+    async def budget_state(self, key: str, period: str) -> tuple[int, int]:
+        if self._memory is not None:
+            return self._memory.budget_state(key, period)
+
+        def run(db: sqlite3.Connection) -> tuple[int, int]:
+            row = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (key, period)).fetchone()
+            return (row[0] if row else 0, _load(db, key)["h"].get(period, 0))
+
+        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+
+    async def spend_buckets(self, start_hour: int, end_hour: int, key: str | None) -> list[tuple[Any, ...]]:
+        if self._memory is not None:
+            return self._memory.spend_buckets(start_hour, end_hour, key)
+
+        def run(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            sql = "SELECT * FROM spend WHERE hour >= ? AND hour < ?"
+            args: tuple[Any, ...] = (start_hour, end_hour)
+            if key is not None:
+                sql, args = sql + " AND key = ?", args + (key,)
+            return [tuple(r) for r in db.execute(sql, args).fetchall()]
+
+        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+
+    async def recent_requests(self, key: str | None, limit: int) -> list[dict[str, Any]]:
+        if self._memory is not None:
+            return self._memory.recent_requests(key, limit)
+
+        def run(db: sqlite3.Connection) -> list[dict[str, Any]]:
+            if key is None:
+                rows = db.execute("SELECT body FROM request_log ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+            else:
+                rows = db.execute("SELECT body FROM request_log WHERE key = ? ORDER BY seq DESC LIMIT ?", (key, limit)).fetchall()
+            return [orjson.loads(r[0]) for r in rows]
+
+        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+
+    async def key_records(self) -> dict[str, dict[str, Any]]:
+        if self._memory is not None:
+            return dict(self._memory.keys)
+
+        def run(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+            return {name: orjson.loads(body) for name, body in db.execute("SELECT name, body FROM key_records")}
+
+        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+
+    async def put_key_record(self, name: str, record: dict[str, Any]) -> None:
+        if self._memory is not None:
+            return self._memory.put_key_record(name, record)
+
+        def run(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO key_records VALUES (?, ?)", (name, orjson.dumps(record)))
+            db.execute("INSERT INTO key_version VALUES (0, 1) ON CONFLICT (id) DO UPDATE SET v = v + 1")
+
+        await self._run(self._tx, run)
+
+    async def key_version(self) -> int:
+        if self._memory is not None:
+            return self._memory.version
+
+        def run(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT v FROM key_version WHERE id = 0").fetchone()
+            return row[0] if row else 0
+
+        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
