@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test install clean bench agents-setup test-agents clean-agents
+.PHONY: run test install clean bench agents-setup test-agents clean-agents screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# The console's pages photographed in the system's headless Chromium (apt-get install chromium).
+screenshots: $(STAMP)
+	$(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

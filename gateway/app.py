@@ -51,6 +51,8 @@ class GatewayState:
     routing: Any = None  # gateway.routing.Routing: balancing, cooldowns, affinity (shared through the store)
     telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
     started: float = field(default_factory=time.time)
+    inspector: Any = None  # gateway.inspector.Inspector: the kept wire captures ([inspector])
+    console: Any = None  # gateway.console.stats.Recent when [admin] is set: recent records, live figures
     keys_ring: Any = None  # gateway.keys.KeyRing: named keys (config + admin API)
     auth: Any = None  # gateway.auth.Authenticator
     ledger: Any = None  # gateway.ledger.Ledger: cost and settlement of every request
@@ -111,6 +113,11 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     gemini = GeminiEndpoint(relay)
+    console_routes = []
+    if state.console is not None:
+        from gateway.console.routes import console_routes as make_console_routes
+
+        console_routes = make_console_routes(state)
     admin_key = state.settings.admin.resolved_key()
     admin_routes = []
     if admin_key:
@@ -145,6 +152,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *console_routes,
         *admin_routes,
     ]
     for version in ("v1beta", "v1"):
@@ -160,6 +168,13 @@ def create_state(settings: Settings) -> GatewayState:
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
+    from gateway.inspector import from_settings
+
+    state.inspector = from_settings(settings)
+    if settings.admin.resolved_key():
+        from gateway.console.stats import Recent
+
+        state.console = Recent()
     from gateway.auth import Authenticator
     from gateway.keys import KeyRing
     from gateway.ledger import Ledger

@@ -18,7 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway import http_client
+import orjson
+
+from gateway import http_client, inspector
 from gateway.demo import demo_events
 from gateway.carry import CannotCarry, judge, refusal
 from gateway.dialects.base import BuildOptions, UpstreamCall
@@ -139,8 +141,13 @@ async def _attempt(
     source = None
     try:
         async with asyncio.timeout(settings.first_byte_timeout):
+            capture = inspector.CURRENT.get() if inspector.ACTIVE else None
+            if capture is not None:
+                capture.upstream_request(provider.name, settings.dialect, target.upstream_model, call, orjson.dumps(call.body) if call.method != "GET" else None)
             try:
                 response = await provider.send(call)
+                if capture is not None:
+                    response = capture.upstream_response(response)
             except http_client.TimeoutException as exc:
                 raise GatewayError("timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504) from None
             except http_client.HTTPError as exc:
@@ -158,6 +165,8 @@ async def _attempt(
                     err = GatewayError("bad_gateway", f"upstream {provider.name} rejected the gateway's credentials: {err.message}", 502)
                 raise err
             source = HttpEventSource(provider, response, codec)
+            if capture is not None:
+                capture.watch_events(source)
             source.keep_frames = settings.dialect == passthrough_dialect and not source.is_json
             first = await _first_events(source)
     except TimeoutError:

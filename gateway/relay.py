@@ -21,6 +21,7 @@ from gateway.dialects.registry import codec_for
 from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
+from gateway.inspector import CURRENT
 from gateway.ir import ChatRequest
 from gateway.observe import AccessRecord, request_id_for
 from gateway.passthrough import FramePassthrough
@@ -70,6 +71,12 @@ class Relay:
         record = AccessRecord(request_id, dialect, scope["path"])
         shared: SharedRecord | None = None  # a detached generation shares the record (see _detached)
         codec = codec_for(dialect)
+        capture = None
+        if state.inspector.on:  # the only cost of the inspector when capture is off
+            capture = state.inspector.begin(request_id, dialect, scope["path"])
+            if capture is not None:
+                send = capture.wrap_send(send)
+                capture_token = CURRENT.set(capture)
         telemetry = state.telemetry  # None: tracing off, and nothing below makes a span
         trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
         try:
@@ -78,6 +85,8 @@ class Relay:
                 if spec is not None:
                     record.key = spec.name  # early: spans and logs name the key from here on
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)
+                if capture is not None:
+                    capture.caller_request(scope, meta.query, body)
                 obj = parse_json_object(scope, body, state.settings.server.max_json_depth)
                 validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
@@ -125,8 +134,13 @@ class Relay:
         finally:
             if shared is None:
                 state.observer.finish(record)
+                if state.console is not None:  # (a detached generation's record is finished later, unseen here)
+                    state.console.note(record)
             else:
                 shared.release()
+            if capture is not None:
+                CURRENT.reset(capture_token)
+                state.inspector.end(capture, record)
             if trace is not None:
                 trace.finish(record)
 

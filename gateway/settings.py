@@ -221,6 +221,21 @@ class StoreSettings(BaseModel):
     owner_timeout_seconds: float = Field(default=8.0, gt=0)
 
 
+class InspectorSettings(BaseModel):
+    """Which requests keep their wire for the console's inspector (gateway/inspector.py)."""
+
+    capture: str | None = None  # off | errors | all | sample:F; unset = errors with [admin] on loopback, else off
+    max_requests: int = Field(200, ge=1)  # kept captures per process, oldest dropped first
+    max_bytes: int = Field(1 << 20, ge=1024)  # per side of one capture; the rest is marked truncated
+
+    @field_validator("capture")
+    @classmethod
+    def _known_mode(cls, value: str | None) -> str | None:
+        from gateway.inspector import parse_mode
+
+        if value is not None:
+            parse_mode(value)
+        return value
 class TelemetrySettings(BaseModel):
     """OpenTelemetry export (gateway/telemetry.py). Off unless an endpoint is set here or in the
     standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variables."""
@@ -251,6 +266,7 @@ class Settings(BaseSettings):
     routes: list[RouteSettings] = Field(default_factory=list)
     store: StoreSettings = Field(default_factory=StoreSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
+    inspector: InspectorSettings = Field(default_factory=InspectorSettings)
     keys: list[KeySettings] = Field(default_factory=list)
     prices: dict[str, PriceSettings] = Field(default_factory=dict)
     spend: SpendSettings = Field(default_factory=SpendSettings)

@@ -1,0 +1,141 @@
+"""``GET /ui`` (the console's page and its static files) and the admin endpoints only it needs.
+
+The page is static: everything secret or live comes from the admin API, fetched with the admin key
+the user typed (kept in ``sessionStorage``, sent as ``Authorization: Bearer``). The page itself and
+its assets carry no secret, so they are served without the key, under a strict
+Content-Security-Policy (no inline script or style, nothing from another origin).
+
+Admin endpoints (the admin key as Bearer, 401 otherwise):
+
+* ``GET /admin/inspector`` — the kept captures, newest first (summaries);
+* ``GET /admin/inspector/{request_id}`` — one capture (``?download=1``: as an attachment;
+  ``?side=upstream``: the upstream body as a ``captures/``-style replay file);
+* ``GET /admin/console/requests?key=&model=&status=&limit=`` — this process's recent records;
+* ``GET /admin/console/info`` — what the console can show here (named keys or not);
+* ``GET /admin/console/overview`` — the last hour's figures; ``/admin/console/live`` the same as
+  an SSE stream (one ``overview`` event every ``interval`` seconds, 2 by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from gateway.inspector import upstream_replay
+
+if TYPE_CHECKING:
+    from gateway.app import GatewayState
+
+STATIC = Path(__file__).parent / "static"
+TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+PAGE_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cache-control": "no-cache",
+}
+ADMIN_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, media_type="application/json", headers={**ADMIN_HEADERS, **(headers or {})})
+
+
+def _assets() -> dict[str, tuple[bytes, str]]:
+    """The static files, read once: only these names are served (no path from the URL reaches the disk)."""
+    return {p.name: (p.read_bytes(), TYPES[p.suffix]) for p in STATIC.iterdir() if p.suffix in TYPES}
+
+
+def console_routes(state: GatewayState) -> list[Route]:
+    assets = _assets()
+    admin_key = (state.settings.admin.resolved_key() or "").encode()
+
+    def authorized(request: Request) -> bool:
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip().encode() if auth[:7].lower() == "bearer " else b""
+        return bool(admin_key) and hmac.compare_digest(token, admin_key)
+
+    def guarded(handler: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if not authorized(request):
+                return _json({"error": {"message": "the admin API needs the admin key as Authorization: Bearer", "type": "authentication_error"}}, 401)
+            return await handler(request)
+
+        return endpoint
+
+    async def page(request: Request) -> Response:
+        body, kind = assets["index.html"]
+        return Response(body, media_type=kind, headers=PAGE_HEADERS)
+
+    async def static(request: Request) -> Response:
+        found = assets.get(request.path_params["name"])
+        if found is None or found[1].startswith("text/html"):
+            return _json({"error": {"message": "no such console file", "type": "not_found_error"}}, 404)
+        return Response(found[0], media_type=found[1], headers=PAGE_HEADERS)
+
+    async def inspector_list(request: Request) -> Response:
+        ins = state.inspector
+        return _json({"capture": ins.mode if ins.mode != "sample" else f"sample:{ins.rate:g}", "max_requests": ins.max_requests, "captures": ins.summaries()})
+
+    async def inspector_one(request: Request) -> Response:
+        rid = request.path_params["request_id"]
+        capture = state.inspector.get(rid)
+        if capture is None:
+            return _json({"error": {"message": f"no capture of request {rid!r} (not captured, or dropped from the ring)", "type": "not_found_error"}}, 404)
+        safe = "".join(c for c in rid if c.isalnum() or c in "-_")[:80] or "capture"
+        if request.query_params.get("side") == "upstream":
+            return Response(upstream_replay(capture), media_type="text/plain; charset=utf-8", headers={**ADMIN_HEADERS, "content-disposition": f'attachment; filename="{safe}.sse"'})
+        extra = {"content-disposition": f'attachment; filename="{safe}.json"'} if request.query_params.get("download") else None
+        return _json(capture, headers=extra)
+
+    async def recent(request: Request) -> Response:
+        q = request.query_params
+        try:
+            limit = max(1, min(1000, int(q.get("limit", "200"))))
+        except ValueError:
+            return _json({"error": {"message": "limit must be an integer", "type": "invalid_request_error"}}, 400)
+        return _json({"requests": state.console.latest(limit, q.get("key") or None, q.get("model") or None, q.get("status") or None)})
+
+    async def info(request: Request) -> Response:
+        """What this gateway offers the console (the Keys page needs the named keys of the admin API)."""
+        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode})
+
+    async def overview(request: Request) -> Response:
+        return _json(state.console.overview())
+
+    async def live(request: Request) -> Response:
+        try:
+            interval = max(0.2, float(request.query_params.get("interval", "2")))
+        except ValueError:
+            interval = 2.0
+
+        async def events() -> Any:
+            while not state.shutting_down:
+                yield b"event: overview\ndata: " + orjson.dumps(state.console.overview()) + b"\n\n"
+                await asyncio.sleep(interval)
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={**ADMIN_HEADERS, "x-accel-buffering": "no"})
+
+    return [
+        Route("/ui", page, methods=["GET"]),
+        Route("/ui/", page, methods=["GET"]),
+        Route("/ui/static/{name}", static, methods=["GET"]),
+        Route("/admin/inspector", guarded(inspector_list), methods=["GET"]),
+        Route("/admin/inspector/{request_id}", guarded(inspector_one), methods=["GET"]),
+        Route("/admin/console/requests", guarded(recent), methods=["GET"]),
+        Route("/admin/console/overview", guarded(overview), methods=["GET"]),
+        Route("/admin/console/info", guarded(info), methods=["GET"]),
+        Route("/admin/console/live", guarded(live), methods=["GET"]),
+    ]

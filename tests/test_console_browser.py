@@ -1,0 +1,215 @@
+"""The console in a real headless Chromium (Debian's ``chromium``, driven by Playwright with the
+system binary; nothing is downloaded). Skipped when /usr/bin/chromium or the driver is missing.
+
+A user types the admin key; every page loads without a console error; a request made by an SDK
+appears in Requests with its tokens; its row opens the Inspector, which shows the upstream's raw
+frames beside the caller's; the Overview updates without a reload; no response the page fetched
+contains a secret; the pages fit a phone's width without horizontal scrolling.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.conftest import gateway_config
+from tests.support.fake_upstream import FakeUpstream, ServerThread
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ADMIN = "adm-browser-secret-7f3a"
+CALLER = "sk-caller-browser-9c1d"
+SECRETS = (ADMIN, CALLER, "sk-upstream-")
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def console(fake: FakeUpstream) -> Iterator[ServerThread]:
+    conf = gateway_config(f"http://127.0.0.1:{fake.port}")
+    conf["auth"] = {"keys_env": "", "keys": [CALLER]}
+    conf["admin"] = {"key": ADMIN}
+    conf["inspector"] = {"capture": "all"}
+    with ServerThread(create_app(Settings(**conf))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Watched:
+    """A page with every console message, page error and fetched body kept for the assertions."""
+
+    def __init__(self, browser: Any, width: int = 1280, height: int = 800) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.page = self.context.new_page()
+        self.problems: list[str] = []
+        self.bodies: list[tuple[str, bytes]] = []
+        self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text} at {m.location.get('url')}") if m.type in ("error", "warning") else None)
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}") if "/admin/console/live" not in r.url else None)
+        self.page.on("response", self._keep)
+
+    def _keep(self, response: Any) -> None:
+        if "/admin/console/live" in response.url:
+            return  # a stream that never ends; its frames are the overview's JSON, checked via the API
+        try:
+            self.bodies.append((response.url, response.body()))
+        except Exception:
+            pass
+
+    def sign_in(self, base: str) -> None:
+        self.page.goto(base + "/ui")
+        self.page.fill("#admin-key", ADMIN)
+        self.page.press("#admin-key", "Enter")
+        self.wait_ready("overview")
+
+    def wait_ready(self, page: str) -> None:
+        self.page.wait_for_selector(f'#view[data-ready="{page}"]', timeout=10000)
+
+    def check_clean(self) -> None:
+        assert self.problems == []
+        for url, body in self.bodies:
+            for secret in SECRETS:
+                assert secret.encode() not in body, f"{url} carried a secret"
+        stored = self.page.evaluate("() => Object.keys(localStorage).length")
+        assert stored == 0  # the admin key lives in sessionStorage only
+
+    def no_horizontal_scroll(self) -> None:
+        assert self.page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def _sdk_request(server: ServerThread, model: str) -> str:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=CALLER)
+    stream = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], stream=True, stream_options={"include_usage": True}, max_tokens=16)
+    for _ in stream:
+        pass
+    return stream.response.headers["x-request-id"]
+
+
+def test_a_request_made_by_an_sdk_is_in_requests_and_opens_in_the_inspector(console: ServerThread, browser: Any) -> None:
+    rid = _sdk_request(console, "anthropic--text")
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.click('nav a[data-page="requests"]')
+    w.wait_ready("requests")
+    row = w.page.locator(f'tr[data-request-id="{rid}"]')
+    assert row.count() == 1
+    cells = row.inner_text()
+    assert "anthropic--text" in cells and "up-anthropic" in cells and "200" in cells
+    record = httpx.get(console.url + "/admin/console/requests", headers={"authorization": f"Bearer {ADMIN}"}).json()["requests"]
+    tokens = next(r for r in record if r["request_id"] == rid)
+    assert tokens["input_tokens"] and f'{tokens["input_tokens"]} / {tokens["output_tokens"]}' in cells  # its tokens, as the upstream reported them
+    row.click()
+    w.wait_ready("inspector")
+    upstream = w.page.locator("ol.frames.upstream").inner_text()
+    caller = w.page.locator("ol.frames.caller").inner_text()
+    assert "event: message_start" in upstream and "+" in upstream and "ms" in upstream
+    assert "chat.completion.chunk" in caller and "[DONE]" in caller
+    assert "TextDelta" in w.page.locator("ol.frames.events").inner_text()
+    w.check_clean()
+    w.context.close()
+
+
+def test_errors_stand_out_and_the_filter_narrows(console: ServerThread, browser: Any) -> None:
+    client = openai.OpenAI(base_url=console.url + "/v1", api_key=CALLER, max_retries=0)
+    with pytest.raises(openai.APIStatusError):
+        client.chat.completions.create(model="openai-chat--error_429", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.goto(console.url + "/ui#/requests?status=error")
+    w.wait_ready("requests")
+    rows = w.page.locator("table.requests tbody tr")
+    assert rows.count() >= 1
+    assert all("row-error" in (rows.nth(i).get_attribute("class") or "") for i in range(rows.count()))
+    w.check_clean()
+    w.context.close()
+
+
+def test_the_overview_updates_without_a_reload(console: ServerThread, browser: Any) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    before = int(w.page.locator('[data-stat="requests"]').inner_text().replace(",", ""))
+    _sdk_request(console, "gemini--text")
+    w.page.wait_for_function(f"() => Number(document.querySelector('[data-stat=\"requests\"]').textContent.replace(/,/g, '')) > {before}", timeout=10000)
+    assert w.page.locator("figure.chart svg").count() == 4
+    w.check_clean()
+    w.context.close()
+
+
+@pytest.mark.parametrize("page", ["overview", "requests", "inspector", "keys"])
+def test_every_page_fits_a_phone_and_loads_clean(console: ServerThread, browser: Any, page: str) -> None:
+    _sdk_request(console, "openai-chat--text")
+    w = Watched(browser, 390, 844)
+    w.sign_in(console.url)
+    w.page.goto(console.url + f"/ui#/{page}")
+    w.wait_ready(page)
+    w.no_horizontal_scroll()
+    w.page.keyboard.press("Tab")  # keyboard reachable: focus lands on a control, not nowhere
+    assert w.page.evaluate("() => document.activeElement && document.activeElement !== document.body")
+    w.check_clean()
+    w.context.close()
+
+
+def test_a_wrong_admin_key_is_asked_again(console: ServerThread, browser: Any) -> None:
+    w = Watched(browser)
+    w.page.goto(console.url + "/ui")
+    w.page.fill("#admin-key", "not-the-key")
+    w.page.press("#admin-key", "Enter")
+    w.page.wait_for_selector("#login-error:has-text('refused')", timeout=10000)
+    assert w.page.locator("#login").is_visible()
+    w.context.close()
+
+
+def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: ServerThread, browser: Any) -> None:
+    info = httpx.get(console.url + "/admin/console/info", headers={"authorization": f"Bearer {ADMIN}"}).json()
+    if not info["named_keys"]:
+        pytest.skip("this gateway has no named keys (the admin API's /admin/keys)")
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.click('nav a[data-page="keys"]')
+    w.wait_ready("keys")
+    w.page.fill('input[name="name"]', "browser-made")
+    w.page.fill('input[name="rpm"]', "100")
+    w.page.click("text=Create key")
+    secret = w.page.locator("#new-key code").inner_text(timeout=10000)
+    client = openai.OpenAI(base_url=console.url + "/v1", api_key=secret, max_retries=0)
+    assert client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16).choices
+    row = w.page.locator('tr[data-key="browser-made"]')
+    row.locator('input[name="rpm"]').fill("7")
+    row.locator("text=Save").click()
+    deadline = time.time() + 10
+    while httpx.get(console.url + "/admin/keys/browser-made", headers={"authorization": f"Bearer {ADMIN}"}).json()["rpm"] != 7:
+        assert time.time() < deadline, "the limit changed in the page is not the key's limit"
+        time.sleep(0.1)
+    w.page.locator('tr[data-key="browser-made"] button.danger').click()
+    w.page.wait_for_selector('tr[data-key="browser-made"]:has-text("revoked")', timeout=10000)
+    deadline = time.time() + 5
+    while True:  # revocations hold within a second (the key records are re-read)
+        try:
+            client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+        except openai.AuthenticationError:
+            break
+        assert time.time() < deadline, "the revoked key still works"
+        time.sleep(0.2)
+    carrying = [u for u, b in w.bodies if secret.encode() in b]
+    assert len(carrying) == 1 and carrying[0].endswith("/admin/keys")  # the creation's answer only: shown once
+    w.check_clean()
+    w.context.close()
