@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test install clean bench agents-setup test-agents clean-agents screenshots
+.PHONY: run test check install clean bench agents-setup test-agents clean-agents screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,6 +19,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+check: $(STAMP)
+	$(BIN)/ruff check gateway tests bench
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -39,7 +39,6 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noq
 from gateway.events import BlockStart, End, MessageStart, TextDelta, Usage  # noqa: E402
 from gateway.ir import ChatRequest, Message, TextPart  # noqa: E402
 from gateway.observe import AccessRecord  # noqa: E402
-from gateway.reply import ReplyBuilder  # noqa: E402
 from gateway.router import Resolved, Target  # noqa: E402
 from gateway.settings import ProviderSettings  # noqa: E402
 from gateway.telemetry import Telemetry  # noqa: E402
