@@ -292,6 +292,13 @@ class Relay:
         writer = StreamWriter(send, encoder.keepalive(), state.settings.server.keepalive_seconds, idle)
         task = asyncio.current_task()
         state.live_streams.add(task)
+
+        async def end_with(err: StreamError) -> None:
+            """The gateway ends the stream itself: the error in the caller's dialect, then the end."""
+            _note_usage(record, err)
+            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
+            await writer.write(b"", more=False)
+
         try:
             batch = opened.first
             loop = asyncio.get_running_loop()
@@ -332,10 +339,7 @@ class Relay:
         except Exception:
             # a bug mid-stream: the caller still gets an in-dialect error, never a silent cut
             log.exception("stream failed inside the gateway")
-            err = StreamError("api_error", "internal gateway error mid-stream", 500)
-            _note_usage(record, err)
-            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
-            await writer.write(b"", more=False)
+            await end_with(StreamError("api_error", "internal gateway error mid-stream", 500))
         except asyncio.CancelledError:
             if task is None or not (writer.idle_expired or state.shutting_down):
                 raise
@@ -346,9 +350,7 @@ class Relay:
                 err = StreamError("timeout", f"upstream sent nothing for {idle:g}s", 504)
             else:
                 err = StreamError("overloaded", "the gateway is shutting down; retry the request", 503)
-            _note_usage(record, err)
-            await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
-            await writer.write(b"", more=False)
+            await end_with(err)
         finally:
             writer.stop()
             state.live_streams.discard(task)

@@ -5,11 +5,9 @@ and a store that went away is a 503 in the caller's dialect, never "unlimited"."
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +19,7 @@ import pytest
 
 from gateway.app import create_app
 from gateway.settings import Settings
+from tests.support.processes import start_gateway_process
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
 from tests.test_keys import ADMIN, EXACT, _raw_call, keyed_config, sha
 
@@ -90,18 +89,7 @@ def gateway_process(tmp: Path, fake_port: int, redis: str, name: str, keys: list
     config["server"] = {**config["server"], "port": port}
     path = tmp / f"{name}.toml"
     path.write_text(to_toml(config))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(path)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=0.5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("gateway process did not start")
+    return start_gateway_process(path, port, timeout=30)
 
 
 class Url:

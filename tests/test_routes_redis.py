@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import start_gateway_process
 from tests.support.fake_upstream import ServerThread, free_port
 from tests.support.targets import Behaviour, Deployments
 from tests.test_stateful import redis_url  # noqa: F401  (the fixture: a redis-server of this module)
@@ -60,18 +59,7 @@ def _start(tmp: Path, upstream: str, redis: str, name: str) -> tuple[subprocess.
     port = free_port()
     path = tmp / f"{name}.toml"
     path.write_text(_config(upstream, redis, port))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(path)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=0.5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("gateway process did not start")
+    return start_gateway_process(path, port, timeout=20)
 
 
 @pytest.fixture

@@ -5,12 +5,10 @@ including the replica that dies mid-stream.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import UPSTREAM_DIALECTS, gateway_config
 from tests.support.callers import gemini_client, openai_client
+from tests.support.processes import start_gateway_process
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
 
 LONG_TEXT = "".join(f"w{i} " for i in range(500))
@@ -294,18 +293,7 @@ def _gateway_process(tmp: Path, fake_port: int, redis: str, name: str) -> tuple[
         lines.append("[[routes]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in r.items()))
     path = tmp / f"{name}.toml"
     path.write_text("\n".join(lines))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(path)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=0.5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("gateway process did not start")
+    return start_gateway_process(path, port, timeout=20)
 
 
 def toml_value(value: Any) -> str:

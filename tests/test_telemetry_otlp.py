@@ -28,7 +28,7 @@ from gateway.settings import Settings
 from gateway.telemetry_export import BoundedBatchProcessor
 from tests.conftest import gateway_config
 from tests.support import callers
-from tests.support.fake_upstream import FakeUpstream, ServerThread
+from tests.support.fake_upstream import FakeUpstream, ServerThread, read_request
 
 CALLER_KEY = "sk-caller-SECRET-4f1c9e"
 MARKER = "PROMPT-MARKER-7d3a1b"
@@ -41,18 +41,9 @@ class Collector:
     posts: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_request(scope, receive, send)
+        if body is None:
+            return
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.posts.append((scope["path"], headers, body))
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/x-protobuf")]})

@@ -28,7 +28,7 @@ from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.access_log import Capture, capture_access_log
 from tests.support.callers import anthropic_client, openai_client
-from tests.support.fake_upstream import ServerThread
+from tests.support.fake_upstream import ServerThread, read_request
 
 
 def _sse(event: str | None, data: Any) -> bytes:
@@ -92,18 +92,9 @@ class ScriptedUpstream:
         self.disconnected: list[str] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_request(scope, receive, send)
+        if body is None:
+            return
         path = scope["path"]
         model = path.split("/models/", 1)[1].rsplit(":", 1)[0] if "/models/" in path else str(orjson.loads(body).get("model", ""))
         frames, ending = SCRIPTS[model.split("--", 1)[1]]

@@ -72,6 +72,22 @@ def echo_model(data: bytes, model: str) -> bytes:
 COUNTED_TOKENS = 4242  # what the fake's count_tokens / countTokens answer
 
 
+async def read_request(scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
+    """For a test ASGI upstream: answer the lifespan protocol (``None``), else the request's whole body."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            if message["type"] == "lifespan.shutdown":
+                return None
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
 @dataclass
 class FakeUpstream:
     captures: Path = CAPTURES
@@ -102,23 +118,11 @@ class FakeUpstream:
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+        raw = await read_request(scope, receive, send)
+        if raw is None:
+            return
         path = scope["path"]
         dialect = self.dialect_of(path)
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        raw = b"".join(chunks)
         body = orjson.loads(raw) if raw else {}
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         record = Received(dialect or "?", path, scope.get("query_string", b"").decode(), headers, body)

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from tests.support.fake_upstream import read_request
+
 
 @dataclass
 class Behaviour:
@@ -41,18 +43,9 @@ class Deployments:
         return self.hits.count(model)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await read_request(scope, receive, send)
+        if raw is None:
+            return
         body = orjson.loads(raw)
         model = body["model"]
         self.hits.append(model)
