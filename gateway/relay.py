@@ -200,8 +200,10 @@ class Relay:
         if req.stream:
             record.response_started = True  # follow() starts the SSE response
             got_end: list[bool] = []
-            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers, lambda: got_end.append(True)), receive)
-            if not got_end:
+            written: list[int] = []
+            await run_until_disconnect(stateful.follow(dialect, codec, req, sid, None, send, headers, lambda: got_end.append(True), written), receive)
+            # an SDK hangs up right after the last frame, maybe before follow() saw the log close
+            if not got_end and not await stateful.delivered_all(sid, written):
                 record.status = 499  # the caller left before the end; the generation goes on and keeps its own outcome
             return
         if not req.background and not await run_until_disconnect(stateful.wait(sid, stateful.max_seconds), receive):

@@ -356,20 +356,30 @@ class Stateful:
 
     # ------------------------------------------------------------------ caller side
 
+    async def delivered_all(self, sid: str, written: list[int]) -> bool:
+        """The log of ``sid`` is finished and its last event is the last one written to a caller."""
+        status = await self.store.log_status(sid)
+        return status is not None and status.finished and bool(written) and written[-1] == status.count - 1
+
     async def follow(
         self, dialect: str, codec: Codec, req: ChatRequest, sid: str, after: int | None, send: Send, headers: list[tuple[bytes, bytes]],
         delivered: Callable[[], None] | None = None,
+        written: list[int] | None = None,
     ) -> None:
         """Stream the log of ``sid`` after event ``after`` (all of it for None), then its live tail.
         ``delivered`` is called once the log's last event was written to the caller (an SDK may
-        hang up right after it, before this returns)."""
+        hang up right after it, before this returns). ``written`` gets the sequence number of each
+        frame written, so a caller cancelled while the log's end was still unconfirmed can tell
+        (``delivered_all``) whether it had in fact got every event."""
         ctx = EncodeContext(model=req.model, upstream_dialect=dialect, request=req, response_id=sid)
         encoder = codec.stream_encoder(ctx)
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
         writer = StreamWriter(send, encoder.keepalive(), self.state.settings.server.keepalive_seconds, 0)
         try:
-            async for _seq, frame in self.store.follow(sid, after, dead_after=self.owner_timeout, owner_alive=lambda: self.runs_here(sid)):
+            async for seq, frame in self.store.follow(sid, after, dead_after=self.owner_timeout, owner_alive=lambda: self.runs_here(sid)):
                 await writer.write(frame)
+                if written is not None:
+                    written.append(seq)
             if delivered is not None:
                 delivered()
         except OwnerGone:
