@@ -22,8 +22,9 @@ Errors are httpx's own classes (re-exported here so the rest of the gateway name
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import httpx
@@ -99,7 +100,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport
 
     def data_received(self, data: bytes) -> None:
         self._got_bytes = True
@@ -283,7 +284,7 @@ async def read_at_most(response: httpx.Response, limit: int) -> bytes:
     not take the gateway's memory. What is left unread is not reused (the connection closes)."""
     parts = []
     size = 0
-    reads = response.aiter_bytes()
+    reads = cast(AsyncGenerator[bytes, None], response.aiter_bytes())  # httpx's is an async generator
     try:
         async for chunk in reads:
             parts.append(chunk)

@@ -167,7 +167,7 @@ class Capture:
         inner = source.next_batch
 
         async def next_batch(until_content: bool = False) -> list[Any]:
-            batch = await inner(until_content)
+            batch: list[Any] = await inner(until_content)
             if len(self.events) < MAX_EVENTS:
                 at = self.ms()
                 self.events += [(at, attempt, e) for e in batch]

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 Role = Literal["system", "user", "assistant"]
+ToolMode = Literal["auto", "none", "required", "tool"]
+# A parser's checked string as the literal type (a lookup after validation, not a cast)
+ROLES: dict[str, Role] = {"system": "system", "user": "user", "assistant": "assistant"}
+TOOL_MODES: dict[str, ToolMode] = {"auto": "auto", "none": "none", "required": "required", "tool": "tool"}
 
 
 @dataclass(slots=True)
@@ -92,7 +96,7 @@ class Tool:
 
 @dataclass(slots=True)
 class ToolChoice:
-    mode: Literal["auto", "none", "required", "tool"] = "auto"
+    mode: ToolMode = "auto"
     name: str | None = None  # for mode "tool"
     allowed: list[str] | None = None  # Gemini allowedFunctionNames with ANY / AUTO
 

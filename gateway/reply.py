@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.events import (
+    BlockKind,
     BlockStart,
     BlockStop,
     End,
@@ -27,7 +28,7 @@ from gateway.events import (
 
 @dataclass(slots=True)
 class ReplyBlock:
-    kind: str  # text | tool_call | thinking | redacted_thinking
+    kind: BlockKind
     text: str = ""  # text, thinking text, or tool arguments JSON text
     id: str | None = None
     name: str | None = None
@@ -105,7 +106,7 @@ def unfold(reply: Reply) -> list[Event]:
     """The events of a whole reply, in stream order (used by whole-body decoders and the demo)."""
     events: list[Event] = [MessageStart(reply.id, reply.model)]
     for index, block in enumerate(reply.blocks):
-        events.append(BlockStart(index, block.kind, block.id, block.name, block.data))  # type: ignore[arg-type]
+        events.append(BlockStart(index, block.kind, block.id, block.name, block.data))
         if block.text:
             if block.kind == "text":
                 events.append(TextDelta(index, block.text))

@@ -47,11 +47,10 @@ class Plan:
 
 class RoutingMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
-        kw = {"registry": registry}
-        self.selected = Counter("gateway_target_selected", "Attempts sent to a route's target", ["route", "target"], **kw)
-        self.failed = Counter("gateway_target_failed", "A route's target failing before the first byte", ["route", "target", "kind"], **kw)
-        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm/tpm-limited) target", ["route", "target", "reason"], **kw)
-        self.cooldown = Gauge("gateway_target_cooldown_seconds", "Cooldown left on a route's target, as this replica last saw it", ["route", "target"], **kw)
+        self.selected = Counter("gateway_target_selected", "Attempts sent to a route's target", ["route", "target"], registry=registry)
+        self.failed = Counter("gateway_target_failed", "A route's target failing before the first byte", ["route", "target", "kind"], registry=registry)
+        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm/tpm-limited) target", ["route", "target", "reason"], registry=registry)
+        self.cooldown = Gauge("gateway_target_cooldown_seconds", "Cooldown left on a route's target, as this replica last saw it", ["route", "target"], registry=registry)
 
 
 class _Route:

@@ -197,7 +197,7 @@ def _details(rule: Rule, node: dict[str, Any], last: tuple[str, ...], path: tupl
         return "any_key", {"path": _path_text(path), "keys": ", ".join(rule.values)}
     name = next((n for n in last if n in node), last[0])
     here = _path_text((*path, name))
-    value = node.get(name)
+    value: Any = node.get(name)
     fields: dict[str, Any] = {"path": here, "value": value}
     if rule.kind == "range":
         bound = "min" if rule.lo is not None and value < rule.lo else "max"

@@ -249,7 +249,7 @@ class SQLiteStore(SQLiteCounters, Store):
             db.execute("DELETE FROM logs WHERE id = ?", (id,))
             return n > 0
 
-        gone = await self._run(self._tx, run)
+        gone: bool = await self._run(self._tx, run)
         self._wake(id)
         return gone
 
@@ -277,7 +277,7 @@ class SQLiteStore(SQLiteCounters, Store):
             for i, (_, _, _, fut) in enumerate(batch):
                 if fut.done():
                     continue
-                res = error if results is None else results[i]
+                res = results[i] if results is not None else error or RuntimeError("append failed")
                 if isinstance(res, BaseException):
                     fut.set_exception(res)
                 else:

@@ -144,8 +144,9 @@ def _file(p: FilePart) -> dict[str, Any]:
 
 
 def _tool_output(part: ToolResultPart) -> str | list[dict[str, Any]]:
-    if all(isinstance(c, TextPart) for c in part.content):
-        return "".join(c.text for c in part.content)  # type: ignore[union-attr]
+    texts = [c.text for c in part.content if isinstance(c, TextPart)]
+    if len(texts) == len(part.content):  # text only: the output is a string
+        return "".join(texts)
     out: list[dict[str, Any]] = []
     for c in part.content:
         if isinstance(c, TextPart):
