@@ -42,9 +42,21 @@ from httpx import (
 )
 
 __all__ = [
-    "Connection", "ConnectionStream", "Origin", "request_head", "read_at_most",
-    "HTTPError", "TimeoutException", "ConnectTimeout", "PoolTimeout", "ReadTimeout", "ConnectError",
-    "ReadError", "RemoteProtocolError", "LocalProtocolError", "Response",
+    "ConnectError",
+    "ConnectTimeout",
+    "Connection",
+    "ConnectionStream",
+    "HTTPError",
+    "LocalProtocolError",
+    "Origin",
+    "PoolTimeout",
+    "ReadError",
+    "ReadTimeout",
+    "RemoteProtocolError",
+    "Response",
+    "TimeoutException",
+    "read_at_most",
+    "request_head",
 ]
 
 # A stream's body is buffered up to this before the socket stops being read (backpressure from a

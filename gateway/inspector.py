@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import random
 import time
-
-import orjson
 from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
+
+import orjson
 
 from gateway.asgi import Scope, Send
 

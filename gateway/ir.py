@@ -20,7 +20,7 @@ Conventions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant"]
 ToolMode = Literal["auto", "none", "required", "tool"]
@@ -77,7 +77,7 @@ class ThinkingPart:
     redacted_data: str | None = None  # Anthropic redacted_thinking payload (opaque)
 
 
-Part = Union[TextPart, ImagePart, FilePart, ToolCallPart, ToolResultPart, ThinkingPart]
+Part = TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ThinkingPart
 
 
 @dataclass(slots=True)

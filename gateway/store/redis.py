@@ -27,9 +27,9 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from gateway.store.redis_shared import RedisShared
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
 from gateway.store.redis_counters import RedisCounters
+from gateway.store.redis_shared import RedisShared
 
 _BATCH = 1000
 _PREFIX = "gw:"

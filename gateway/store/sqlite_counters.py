@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from gateway.store.memory_counters import MemoryCounters
 from gateway.store import key_state
 from gateway.store.counters import Ask, Settlement, Verdict, hour_of, settlement_values
+from gateway.store.memory_counters import MemoryCounters
 
 T = TypeVar("T")
 

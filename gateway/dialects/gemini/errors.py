@@ -82,7 +82,7 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         obj = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
         obj = None
-    code, message, status_name, retry_after = error_fields(obj)
+    _, message, status_name, retry_after = error_fields(obj)
     if not message:
         message = body.decode("utf-8", "replace")[:2000] if body else f"upstream returned HTTP {status}"
     return GatewayError(

@@ -25,12 +25,12 @@ from gateway.dialects.common import (
 )
 from gateway.errors import invalid
 from gateway.ir import (
-    Role,
     ChatRequest,
     FilePart,
     ImagePart,
     Message,
     Part,
+    Role,
     TextPart,
     Thinking,
     ThinkingPart,
@@ -39,9 +39,9 @@ from gateway.ir import (
     ToolChoice,
     ToolResultPart,
 )
-from .sigs import from_caller
 
 from .schema import to_json_schema
+from .sigs import from_caller
 
 DIALECT = "gemini"
 

@@ -34,19 +34,19 @@ from gateway.dialects.common import (
 )
 from gateway.errors import invalid
 from gateway.ir import (
-    Role,
-    ToolMode,
     ChatRequest,
     FilePart,
     ImagePart,
     Message,
     Part,
+    Role,
     TextPart,
     Thinking,
     ThinkingPart,
     Tool,
     ToolCallPart,
     ToolChoice,
+    ToolMode,
     ToolResultPart,
 )
 from gateway.thinking import EFFORTS
