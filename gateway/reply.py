@@ -2,8 +2,8 @@
 
 Non-streaming callers get the same pipeline as streaming ones: the upstream's events (decoded from
 SSE or from a JSON body) are accumulated here into a ``Reply``, which each dialect renders as its
-final object. Decoders of whole bodies go the other way (body → events) so this stays the only
-accumulator.
+final object. Decoders of whole bodies go the other way (body → ``Reply`` → ``unfold`` → events),
+so the pipeline after them is the streaming one and this stays the only accumulator of events.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Caller-side validation: what the caller's own API would refuse, refused here, in its words.
 
-Each dialect package has a ``validate.py`` holding one table, ``RULES``, of the limits its
-provider documents (required fields, non-empty arrays, numeric ranges, roles, tool names, a tool
-choice that names a tool not offered), plus ``WORDING``: how that provider phrases each kind of
-refusal. This module is only the small interpreter of those tables.
+Each dialect package has a ``validate.py`` exporting one ``TABLE`` (a ``Table``): its ``RULES``,
+the limits its provider documents (required fields, non-empty arrays, numeric ranges, roles, tool
+names); its ``WORDING``, how that provider phrases each kind of refusal; and its ``checks``, the
+few rules that relate two fields (a tool choice naming a tool not offered, a thinking budget not
+below ``max_tokens``). ``TABLE_MODULES`` names the module per dialect, imported at the first
+request of that dialect. This module is only the small interpreter of those tables.
 
 Why a step of its own, before ``request_parse``: a parser is lenient on purpose (it converts what
 real clients send), and an upstream of another dialect may accept what the caller's API would not

@@ -3,7 +3,9 @@ transaction, so several ``--workers`` on one file see one set of counters and no
 between another's check and its write. A key's live state (leases, windows, holds) is one row
 (gateway/store/key_state.py): a reserve writes one page. Spend tables have no TTL: they are the ledger.
 
-Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement.
+Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement
+but the reserves: those run on a connection of the event loop's own thread (``reserve``), and go to
+the worker only when another process holds the write lock past ``INLINE_BUSY_SECONDS``.
 """
 
 from __future__ import annotations
