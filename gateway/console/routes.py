@@ -10,8 +10,8 @@ Admin endpoints (the admin key as Bearer, 401 otherwise):
 * ``GET /admin/inspector`` — the kept captures, newest first (summaries);
 * ``GET /admin/inspector/{request_id}`` — one capture (``?download=1``: as an attachment;
   ``?side=upstream``: the upstream body as a ``captures/``-style replay file);
-* ``GET /admin/console/requests?key=&model=&status=&limit=`` — this process's recent records;
-* ``GET /admin/console/info`` — what the console can show here (named keys or not);
+* ``GET /admin/console/requests?key=&model=&status=&request_id=&limit=`` — this process's recent records;
+* ``GET /admin/console/info`` — what the console can show here (named keys or not, the route names);
 * ``GET /admin/console/overview`` — the last hour's figures; ``/admin/console/live`` the same as
   an SSE stream (one ``overview`` event every ``interval`` seconds, 2 by default).
 """
@@ -29,6 +29,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.inspector import upstream_replay
+from gateway.models_endpoints import listed_models
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -106,11 +107,14 @@ def console_routes(state: GatewayState) -> list[Route]:
             limit = max(1, min(1000, int(q.get("limit", "200"))))
         except ValueError:
             return _json({"error": {"message": "limit must be an integer", "type": "invalid_request_error"}}, 400)
-        return _json({"requests": state.console.latest(limit, q.get("key") or None, q.get("model") or None, q.get("status") or None)})
+        return _json({"requests": state.console.latest(limit, q.get("key") or None, q.get("model") or None, q.get("status") or None, q.get("request_id") or None)})
 
     async def info(request: Request) -> Response:
-        """What this gateway offers the console (the Keys page needs the named keys of the admin API)."""
-        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode})
+        """What this gateway offers the console: named keys (the Keys page), the routes (the Playground:
+        the models list's names, then the wildcard patterns as a hint of what else routes)."""
+        listed = listed_models(state)
+        patterns = [r.model for r in state.settings.routes if r.model not in listed]
+        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]})
 
     async def overview(request: Request) -> Response:
         return _json(state.console.overview())

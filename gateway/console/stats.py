@@ -73,9 +73,11 @@ class Recent:
             if line["cost_usd"] is not None:
                 row[3] = (row[3] or 0.0) + line["cost_usd"]
 
-    def latest(self, limit: int = 200, key: str | None = None, model: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+    def latest(self, limit: int = 200, key: str | None = None, model: str | None = None, status: str | None = None, request_id: str | None = None) -> list[dict[str, Any]]:
         out = []
         for line in reversed(self.records):
+            if request_id and line["request_id"] != request_id:
+                continue
             if key and line["key"] != key:
                 continue
             if model and model not in (line["model"], line["upstream_model"]):

@@ -1,34 +1,12 @@
 // The gateway console: plain modules, no build step, no third-party code. Every figure comes from
 // the admin API with the admin key as Bearer; the key lives in sessionStorage (this tab) only.
 import { lineChart, barChart } from "/ui/static/charts.js";
+import { h, fmt } from "/ui/static/dom.js";
+import { playgroundPage } from "/ui/static/playground.js";
 
 const KEY = "gateway-admin-key";
 const view = document.getElementById("view");
 let stopLive = null;
-
-// -- DOM helpers: text only (never innerHTML), so nothing from a request can run as markup ---------
-export function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "class") el.className = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat()) {
-    if (c === null || c === undefined) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-const fmt = {
-  ms: (v) => (v === null || v === undefined ? "–" : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(2)} s`),
-  n: (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString("en-US")),
-  usd: (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(v < 0.01 ? 6 : 4)}`),
-  time: (ts) => new Date(ts * 1000).toLocaleTimeString("en-GB"),
-  pct: (v) => `${(v * 100).toFixed(1)}%`,
-};
 
 // -- the admin API -------------------------------------------------------------------------------
 class Unauthorized extends Error {}
@@ -307,6 +285,7 @@ async function route() {
     if (page === "requests") await requestsPage(params);
     else if (page === "inspector") await inspectorPage(arg && decodeURIComponent(arg));
     else if (page === "keys") await keysPage();
+    else if (page === "playground") stopLive = await playgroundPage(view, api);
     else await overviewPage();
     view.dataset.ready = page;
   } catch (err) {
