@@ -117,7 +117,7 @@ async function requestsPage(params) {
   const captured = new Set((await api("/admin/inspector")).captures.map((c) => c.request_id));
   const q = new URLSearchParams([...params].filter(([k]) => ["key", "model", "status"].includes(k)));
   q.set("limit", "200");
-  const { requests } = await api(`/admin/console/requests?${q}`);
+  const { requests, source } = await api(`/admin/console/requests?${q}`);
   const rows = requests.map((r) => {
     const bad = r.status >= 400 || r.error_kind;
     const open = () => { location.hash = `#/inspector/${encodeURIComponent(r.request_id)}`; };
@@ -128,7 +128,7 @@ async function requestsPage(params) {
     return tr;
   });
   view.replaceChildren(h("h1", {}, "Requests"), form,
-    h("p", { class: "muted" }, `${requests.length} most recent in this process. A row opens the request; captured ones show their wire.`),
+    h("p", { class: "muted" }, `${requests.length} most recent ${source === "store" ? "in the store (every worker)" : "in this process"}. A row opens the request; captured ones show their wire.`),
     h("div", { class: "table-wrap" }, h("table", { class: "requests" },
       h("thead", {}, h("tr", {}, COLUMNS.map(([c]) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows))));
 }
@@ -189,7 +189,7 @@ async function inspectorPage(id) {
     c = await api(`/admin/inspector/${encodeURIComponent(id)}`);
   } catch (err) {
     if (err.status !== 404) throw err;
-    const rec = (await api("/admin/console/requests?limit=1000")).requests.find((r) => r.request_id === id);
+    const rec = (await api(`/admin/console/requests?request_id=${encodeURIComponent(id)}&limit=1`)).requests[0];
     view.replaceChildren(h("h1", {}, `Request ${id}`), h("p", { class: "muted" }, "Its wire was not captured (see [inspector] capture)."),
       h("pre", { class: "body" }, rec ? JSON.stringify(rec, null, 2) : "No record of it in this process."));
     return;

@@ -95,24 +95,20 @@ function answerView() {
   return ui;
 }
 
-// The access record the gateway wrote for this request id: this process's ring first, then the
-// store's records (/admin/requests: every replica, and a detached generation once it finished).
+// The access record the gateway wrote for this request id (the store's log when there is one:
+// whichever worker answered). It is written just after the stream's last byte: wait for it.
 async function bookedRecord(api, rid) {
-  for (let i = 0; i < 25; i++) {
+  for (let i = 0; i < 30; i++) {
     const { requests } = await api(`/admin/console/requests?request_id=${encodeURIComponent(rid)}&limit=1`);
     if (requests.length) return requests[0];
-    if (i % 5 === 4) {
-      const found = (await api("/admin/requests?limit=200")).requests.find((r) => r.request_id === rid);
-      if (found) return found;
-    }
-    await new Promise((r) => setTimeout(r, 120));
+    await new Promise((r) => setTimeout(r, 100));
   }
   return null;
 }
 
 async function showCost(api, ui, rid) {
   const rec = await bookedRecord(api, rid);
-  if (!rec) { ui.cost.textContent = `No access record of ${rid} in this process yet.`; return; }
+  if (!rec) { ui.cost.textContent = `No access record of ${rid} yet.`; return; }
   const tokens = `${fmt.n(rec.input_tokens)} in / ${fmt.n(rec.output_tokens)} out`;
   ui.cost.replaceChildren(
     rec.cost_usd === null || rec.cost_usd === undefined
