@@ -4,7 +4,10 @@ system binary; nothing is downloaded). Skipped when /usr/bin/chromium or the dri
 A user types the admin key; every page loads without a console error; a request made by an SDK
 appears in Requests with its tokens; its row opens the Inspector, which shows the upstream's raw
 frames beside the caller's; the Overview updates without a reload; no response the page fetched
-contains a secret; the pages fit a phone's width without horizontal scrolling.
+contains a secret; the pages fit a phone's width without horizontal scrolling. The Playground
+streams an answer in each caller dialect from that dialect's own events (thinking, tool-call
+arguments filling in), ends with the stream's usage and the cost the gateway booked, shows hostile
+model output as text, shows a broken stream as broken, and a refused caller key's own error.
 """
 
 from __future__ import annotations
@@ -304,6 +307,24 @@ def test_the_playground_draws_the_answer_from_the_dialects_own_stream(console: S
     assert record["cost_usd"] and float(w.page.locator("#pg-cost [data-cost]").get_attribute("data-cost")) == record["cost_usd"]
     assert "Cost: $" in w.page.locator("#pg-cost").inner_text()
     assert record["dialect"] == dialect and record["status"] == 200
+    w.no_horizontal_scroll()
+    w.check_clean()
+    w.context.close()
+
+
+@pytest.mark.parametrize(("dialect", "model"), [
+    ("anthropic", "openai-chat--error_mid_stream"),
+    ("openai-chat", "anthropic--cut_mid_event"),
+    ("gemini", "anthropic--error_mid_stream"),
+    ("openai-responses", "gemini--cut_mid_event"),
+])  # fmt: skip
+def test_an_answer_broken_mid_stream_shows_its_part_and_the_error(console: ServerThread, browser: Any, dialect: str, model: str) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    answer = _play(w, console.url, model, dialect)
+    assert answer.get_attribute("data-state") == "error"  # never a cut answer that looks finished
+    assert "Partial" in w.page.locator(".pg-block[data-kind=text] pre").inner_text()
+    assert w.page.locator(".pg-error").count() >= 1 and w.page.locator(".pg-error").first.inner_text().strip()
     w.check_clean()
     w.context.close()
 

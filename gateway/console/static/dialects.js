@@ -3,6 +3,8 @@
 // reads that dialect's wire events (not a text projection), so what the page shows is what a
 // client of that dialect would receive — a translation bug shows up here as it would in the client.
 //
+// `ends(name, data)` says whether an event is the dialect's last one: a stream that closes
+// without it is shown as cut off, never as a finished answer.
 // A reducer gets (ui, name, data): `name` the SSE event name (or ""), `data` the parsed JSON
 // (or the raw string when it is not JSON, e.g. "[DONE]"). `ui` draws:
 //   ui.append(kind, key, text)      kind "text" | "thinking": text into block `key` (made on first use)
@@ -28,6 +30,7 @@ export const DIALECTS = {
     label: "Anthropic Messages",
     path: () => "/v1/messages",
     auth: (key) => ({ "x-api-key": key }),
+    ends: (name, d) => d?.type === "message_stop",
     body: ({ model, prompt, tools, maxTokens, thinking }) => ({
       model, max_tokens: maxTokens, stream: true, messages: [{ role: "user", content: prompt }],
       ...(tools.length ? { tools: tools.map((t) => { const f = fn(t); return { name: f.name, description: f.description, input_schema: f.parameters }; }) } : {}),
@@ -63,6 +66,7 @@ export const DIALECTS = {
     label: "OpenAI Chat Completions",
     path: () => "/v1/chat/completions",
     auth: (key) => ({ Authorization: `Bearer ${key}` }),
+    ends: (name, d) => d === "[DONE]",
     body: ({ model, prompt, tools, maxTokens, thinking }) => ({
       model, stream: true, stream_options: { include_usage: true }, max_tokens: maxTokens, messages: [{ role: "user", content: prompt }],
       ...(tools.length ? { tools: tools.map((t) => ({ type: "function", function: fn(t) })) } : {}),
@@ -95,6 +99,7 @@ export const DIALECTS = {
     label: "OpenAI Responses",
     path: () => "/v1/responses",
     auth: (key) => ({ Authorization: `Bearer ${key}` }),
+    ends: (name, d) => ["response.completed", "response.incomplete", "response.failed"].includes(d?.type),
     body: ({ model, prompt, tools, maxTokens, thinking }) => ({
       model, stream: true, input: prompt, max_output_tokens: maxTokens,
       ...(tools.length ? { tools: tools.map((t) => ({ type: "function", ...fn(t) })) } : {}),
@@ -121,6 +126,7 @@ export const DIALECTS = {
     label: "Gemini generateContent",
     path: (model) => `/v1beta/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`,
     auth: (key) => ({ "x-goog-api-key": key }),
+    ends: (name, d) => Boolean(d?.candidates?.some((c) => c.finishReason)),
     body: ({ prompt, tools, maxTokens, thinking }) => ({
       contents: [{ role: "user", parts: [{ text: prompt }] }],
       generationConfig: { maxOutputTokens: maxTokens, ...(thinking ? { thinkingConfig: { includeThoughts: true } } : {}) },
@@ -146,6 +152,7 @@ export const DIALECTS = {
     label: "Gemini Interactions",
     path: () => "/v1beta/interactions",
     auth: (key) => ({ "x-goog-api-key": key }),
+    ends: (name, d) => ["interaction.completed", "interaction.failed"].includes(d?.event_type) || name === "done",
     body: ({ model, prompt, tools, maxTokens, thinking }) => ({
       model, stream: true, input: prompt,
       generation_config: { max_output_tokens: maxTokens, ...(thinking ? { thinking_summaries: "auto" } : {}) },

@@ -36,6 +36,7 @@ function answerView() {
   const order = [];
   const sum = {};
   let stopReason = null;
+  let lastError = null;
 
   const block = (key, kind, title) => {
     let b = byKey.get(String(key));
@@ -76,13 +77,16 @@ function answerView() {
       for (const [k, v] of Object.entries(u)) if (v !== null && v !== undefined) sum[k] = v;
       const parts = [["input", "in"], ["output", "out"], ["reasoning", "of which reasoning"], ["cache_read", "cache read"], ["cache_write", "cache write"]]
         .filter(([k]) => sum[k] !== undefined).map(([k, label]) => `${label} ${fmt.n(sum[k])}`);
-      usage.textContent = `Usage (from the stream): ${parts.join(" · ")}${stopReason ? ` · stop: ${stopReason}` : ""}`;
+      usage.textContent = `Usage (from the stream): ${[...(parts.length ? parts : ["none reported"]), ...(stopReason ? [`stop: ${stopReason}`] : [])].join(" · ")}`;
     },
     stop(reason) { stopReason = reason; ui.usage({}); },
     error(message) {
+      if (message === lastError) return; // Responses: the error event, then response.failed saying it again
+      lastError = message;
       blocks.append(h("p", { class: "error pg-error", role: "alert" }, message));
       root.dataset.error = "1";
     },
+    failed: () => lastError !== null,
     status(s, cls = "muted") { status.className = cls; status.textContent = s; },
     finish() {
       for (const b of byKey.values()) {
@@ -114,7 +118,7 @@ async function showCost(api, ui, rid) {
     rec.cost_usd === null || rec.cost_usd === undefined
       ? h("span", { "data-cost": "unpriced" }, `Cost: unpriced (no price for ${rec.upstream_model ?? rec.model ?? "this model"})`)
       : h("strong", { "data-cost": String(rec.cost_usd) }, `Cost: ${fmt.usd(rec.cost_usd)}`),
-    ` · booked ${tokens} · ${rec.provider ?? "–"}/${rec.upstream_model ?? ""} · HTTP ${rec.status} · `,
+    ` · booked ${tokens} · ${rec.provider ?? "–"}/${rec.upstream_model ?? ""} · HTTP ${rec.status}${rec.error_kind ? ` (${rec.error_kind})` : ""} · `,
     h("a", { href: `#/inspector/${encodeURIComponent(rid)}` }, "open in the Inspector"));
   ui.root.dataset.cost = rec.cost_usd === null || rec.cost_usd === undefined ? "unpriced" : String(rec.cost_usd);
 }
@@ -141,15 +145,17 @@ async function send(api, ui, form, signal) {
     ui.error(`The gateway answered HTTP ${res.status}: ${message}`);
     return rid;
   }
-  let first = null, events = 0;
+  let first = null, events = 0, ended = false;
   for await (const [name, data] of sseFrames(res.body)) {
     if (first === null) first = performance.now() - started;
     events += 1;
     dialect.reduce(ui, name, data);
+    ended = ended || dialect.ends(name, data);
     ui.status(`Streaming · ${rid} · first event after ${fmt.ms(first)} · ${events} events`);
   }
   ui.finish();
-  ui.status(`Done · ${rid} · first event after ${fmt.ms(first)} · ${events} events in ${fmt.ms(performance.now() - started)}`);
+  if (!ended && !ui.failed()) ui.error(`The stream closed without ${dialect.label}'s final event: the answer above is cut off.`);
+  ui.status(`${ui.failed() ? "Ended with an error" : "Done"} · ${rid} · first event after ${fmt.ms(first)} · ${events} events in ${fmt.ms(performance.now() - started)}`);
   return rid;
 }
 
