@@ -308,6 +308,7 @@ def test_the_playground_draws_the_answer_from_the_dialects_own_stream(console: S
     assert "Cost: $" in w.page.locator("#pg-cost").inner_text()
     assert record["dialect"] == dialect and record["status"] == 200
     w.no_horizontal_scroll()
+    assert CALLER not in w.page.content() and w.page.locator("#pg-key").input_value() == ""  # the caller key is never shown back
     w.check_clean()
     w.context.close()
 
@@ -332,7 +333,12 @@ def test_an_answer_broken_mid_stream_shows_its_part_and_the_error(console: Serve
 def test_hostile_model_output_is_shown_as_text(console: ServerThread, browser: Any) -> None:
     w = Watched(browser)
     dialogs: list[str] = []
-    w.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dialog(d: Any) -> None:  # an alert() the markup would run if it were parsed as HTML
+        dialogs.append(d.message)
+        d.dismiss()
+
+    w.page.on("dialog", dialog)
     w.sign_in(console.url)
     answer = _play(w, console.url, "markup", "openai-chat")
     assert answer.get_attribute("data-state") == "done"
@@ -355,5 +361,25 @@ def test_a_wrong_or_missing_caller_key_shows_the_gateways_error(console: ServerT
     assert "HTTP 401" in answer.inner_text() and "missing API key" in answer.inner_text()
     assert w.page.locator("#view").get_attribute("data-ready") == "playground"  # the admin session is untouched
     w.problems = [p for p in w.problems if "status of 401" not in p]  # the browser logs the refused fetch itself
+    w.check_clean()
+    w.context.close()
+
+
+def test_stop_ends_the_stream_and_the_gateway_books_the_hang_up(console: ServerThread, browser: Any) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.goto(console.url + "/ui#/playground")
+    w.wait_ready("playground")
+    w.page.fill("#pg-model", "anthropic--slow_stream")  # 500 events, 10 ms apart
+    w.page.select_option("#pg-dialect", "openai-chat")
+    w.page.fill("#pg-key", CALLER)
+    w.page.click("#pg-send")
+    w.page.wait_for_selector(".pg-block[data-kind=text]", timeout=10000)
+    w.page.click("#pg-stop")
+    w.page.wait_for_selector("#pg-answer[data-booked]", timeout=15000)
+    answer = w.page.locator("#pg-answer")
+    assert answer.get_attribute("data-state") == "error" and "Stopped" in answer.inner_text()
+    assert "HTTP 499 (client_gone)" in w.page.locator("#pg-cost").inner_text()  # the gateway saw the caller hang up
+    w.problems = [p for p in w.problems if "ERR_ABORTED" not in p]  # the fetch the page aborted itself
     w.check_clean()
     w.context.close()

@@ -219,6 +219,7 @@ export async function playgroundPage(view, api) {
       stopBtn.disabled = true;
       ctl = null;
     }
+    rid = rid || ui.root.dataset.requestId; // a stopped or broken stream still has its record
     if (rid) {
       try { await showCost(api, ui, rid); } catch (err) { ui.cost.textContent = `Cost unavailable: ${err.message}`; }
     }
