@@ -184,9 +184,10 @@ def _output_config(req: ChatRequest) -> dict[str, Any] | None:
     if rf is None or rf.get("type") != "json_schema" or not isinstance(rf.get("schema"), dict):
         return None
     definition: dict[str, Any] = {"schema": orjson.dumps(rf["schema"]).decode()}
-    name = rf.get("name")
-    if isinstance(name, str) and name:
-        definition["name"] = name
+    for key in ("name", "description"):
+        value = rf.get(key)
+        if isinstance(value, str) and value:
+            definition[key] = value
     return {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": definition}}}
 
 
