@@ -12,7 +12,8 @@ What Bedrock insists on, and how the folding satisfies it:
 * user/assistant alternation: consecutive same-role turns are merged, a user turn's tool results
   come first (Claude behind Converse refuses them later), blank text blocks are dropped (Bedrock
   400s "text field is blank");
-* reasoning is sent back only when Converse made it (``origin == "bedrock-converse"``) and it is
+* reasoning leads its assistant turn (Claude with thinking requires it; a Chat caller's history
+  puts it after the text) and is sent back only when Converse made it (``origin == "bedrock-converse"``) and it is
   signed or redacted: another provider's thought cannot be verified;
 * an Anthropic ``cache_control`` becomes a ``cachePoint`` after its block, for the model families
   that cache (``cache_points``), since others refuse the block;
@@ -212,7 +213,12 @@ class Folder:
                 turns[-1][2].extend(others)
             else:
                 turns.append((message.role, results, others))
-        return system, [{"role": role, "content": results + others} for role, results, others in turns]
+        messages = []
+        for role, results, others in turns:
+            if role == "assistant":  # reasoning first: it preceded the answer (Claude 400s otherwise)
+                others = [b for b in others if "reasoningContent" in b] + [b for b in others if "reasoningContent" not in b]
+            messages.append({"role": role, "content": results + others})
+        return system, messages
 
 
 def history_tools(messages: list[dict[str, Any]]) -> list[str]:

@@ -297,3 +297,11 @@ def test_advisory_fields_are_dropped_and_a_dropped_url_image_is_left_out() -> No
 
 def test_carried_choices_are_not_refused() -> None:
     assert judge(req_of(tools=[TOOL], tool_choice=ToolChoice("required", allowed=["type"]), top_k=3, stop=["x"]), CODEC.limits, ()) == []
+
+
+def test_reasoning_leads_the_assistant_turn() -> None:
+    """A Chat caller's history has the reasoning after the text; Claude wants it first."""
+    assistant = Message("assistant", [TextPart("Checking."), ThinkingPart("", signature="sig", origin="bedrock-converse"), ToolCallPart("t1", "type", "{}")])
+    call = build(req_of(user(TextPart("q")), assistant, user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL]), CLAUDE)
+    body = valid(call, CLAUDE)
+    assert [next(iter(b)) for b in body["messages"][1]["content"]] == ["reasoningContent", "text", "toolUse"]
