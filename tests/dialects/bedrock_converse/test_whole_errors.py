@@ -166,3 +166,16 @@ def test_no_caller_route_speaks_it() -> None:
     endpoints = [getattr(r, "endpoint", None) for r in routes]
     assert not any(getattr(e, "dialect", None) == "bedrock-converse" for e in endpoints)
     assert not any("converse" in getattr(r, "path", "") for r in routes)
+
+
+def test_priced_and_named_as_bedrock_without_a_bedrock_host() -> None:
+    """The platform layer may derive the host from the region: the dialect alone finds AWS's prices
+    and the OpenTelemetry provider name."""
+    pytest.importorskip("genai_prices")
+    from gateway.prices import PriceBook
+    from gateway.settings import ProviderSettings
+    from gateway.telemetry import DIALECT_PROVIDER
+
+    provider = ProviderSettings(name="bedrock", dialect="bedrock-converse", base_url="http://127.0.0.1:9")
+    assert PriceBook({}).lookup(provider, "meta.llama3-3-70b-instruct-v1:0") is not None
+    assert DIALECT_PROVIDER["bedrock-converse"] == "aws.bedrock"
