@@ -44,6 +44,11 @@ class ConverseCodec:
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # empty: no caller writes Converse parameters
 
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """A Bedrock API key is a bearer token; without one, the bedrock platform signs each request
+        with SigV4 (gateway/platforms/), which replaces these headers."""
+        return {"authorization": f"Bearer {key}"} if key else {}
+
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         _upstream_only("parse_request")
 

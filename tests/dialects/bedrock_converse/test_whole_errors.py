@@ -148,6 +148,7 @@ def test_registered_and_upstream_only() -> None:
         codec.stream_encoder(ctx)
     with pytest.raises(NotImplementedError):
         codec.encode_whole(Reply(), ctx)
+    assert codec.auth_headers("bedrock-api-key") == {"authorization": "Bearer bedrock-api-key"} and codec.auth_headers(None) == {}
     status, body = codec.render_error(GatewayError("rate_limit", "slow down", 429))
     assert status == 429 and body == {"message": "slow down", "__type": "ThrottlingException"}
 
