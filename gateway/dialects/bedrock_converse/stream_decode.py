@@ -84,6 +84,8 @@ class ConverseStreamDecoder:
             data = orjson.loads(frame.data)
         except orjson.JSONDecodeError:
             data = None
+        if event == "contentBlockDelta" and self._started and isinstance(data, dict):
+            return self._delta(data)  # the hot path: most frames are deltas
         if is_exception(event):
             self._done = True
             return self._lead([stream_error(event, data)])
@@ -167,6 +169,9 @@ class ConverseStreamDecoder:
         if isinstance(text, str):
             if not text:
                 return []
+            found = self._blocks.get(upstream)
+            if found is not None and found[1] == "text":
+                return [TextDelta(found[0], text)]
             index, events = self._index(upstream, "text")
             return events + [TextDelta(index, text)] if index != _SKIPPED else []
         tool = delta.get("toolUse")
