@@ -9,12 +9,17 @@ AWS SDKs send it; the host, SigV4 signing and the eventstream framing are the pl
 and ``additionalModelRequestFields`` for what each model family names itself (models.py):
 
 * reasoning: Claude ``{"thinking": {"type": "enabled", "budget_tokens": N}}`` (N ≥ 1024 and below
-  maxTokens, which is then always sent); Amazon Nova 2 ``{"reasoningConfig": {"type": "enabled",
+  maxTokens, which is then always sent), or, for the models that take (4.6) or only take (4.7,
+  Claude 5) adaptive thinking, ``{"thinking": {"type": "adaptive"}, "output_config": {"effort": …}}``
+  (the model lists of gateway/dialects/anthropic/models.py, which are facts about Claude, not about
+  a wire, and the provider's ``adaptive_thinking_models`` override); Amazon Nova 2 ``{"reasoningConfig": {"type": "enabled",
   "maxReasoningEffort": low|medium|high}}``; OpenAI gpt-oss ``{"reasoning_effort": …}``. Other
   models (DeepSeek R1 reasons on its own, Llama, Mistral … do not) have no field: asked-for
   reasoning is left out and recorded in ``dropped``. Claude keeps Anthropic's rules: no thinking
   with forced tool use, nor when a tool-call turn of the current loop lacks a Converse-signed
-  reasoning block (Claude would 400), and with thinking no temperature, no top_k, top_p ≥ 0.95.
+  reasoning block (Claude would 400), and with thinking no temperature, no top_k, top_p ≥ 0.95;
+  the Claude models that refuse temperature with top_p (``sampling_exclusive_models``) keep the
+  temperature.
 * ``top_k``: Claude ``{"top_k": k}``, Nova ``{"inferenceConfig": {"topK": k}}``; elsewhere recorded
   in ``dropped``.
 
@@ -33,6 +38,7 @@ from urllib.parse import quote
 
 import orjson
 
+from gateway.dialects.anthropic import models as claude
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.ir import ChatRequest, Message, ThinkingPart, ToolCallPart, ToolResultPart
 from gateway.thinking import budget_for_effort, level_of
@@ -42,6 +48,7 @@ from .models import Family, family
 
 MIN_BUDGET = 1024
 _EFFORT3 = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+_CLAUDE_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 log = logging.getLogger("gateway.dialects.bedrock_converse")
@@ -66,7 +73,7 @@ def _loop_lacks_signed_reasoning(messages: list[Message]) -> bool:
     return False
 
 
-def _claude_thinking(req: ChatRequest, max_tokens: int, dropped: list[str]) -> dict[str, Any] | None:
+def _claude_thinking(req: ChatRequest, max_tokens: int, adaptive: bool, dropped: list[str]) -> dict[str, Any] | None:
     t = req.thinking
     effort = level_of(t)
     if t is None or effort is None:
@@ -79,6 +86,8 @@ def _claude_thinking(req: ChatRequest, max_tokens: int, dropped: list[str]) -> d
         log.warning("bedrock-converse: thinking dropped: an assistant tool-call turn has no Converse-signed reasoning block")
         dropped.append("thinking")
         return None
+    if adaptive:
+        return {"type": "adaptive"}
     if max_tokens <= MIN_BUDGET:
         log.warning("bedrock-converse: thinking dropped: maxTokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
         dropped.append("thinking")
@@ -87,16 +96,19 @@ def _claude_thinking(req: ChatRequest, max_tokens: int, dropped: list[str]) -> d
     return {"type": "enabled", "budget_tokens": max(MIN_BUDGET, min(budget, max_tokens - 1))}
 
 
-def _model_fields(req: ChatRequest, fam: Family, max_tokens: int | None, dropped: list[str]) -> tuple[dict[str, Any], bool]:
+def _model_fields(req: ChatRequest, fam: Family, model: str, options: BuildOptions, max_tokens: int | None, dropped: list[str]) -> tuple[dict[str, Any], bool]:
     """(``additionalModelRequestFields``, whether Claude thinking is on)."""
     fields: dict[str, Any] = {}
     thinking_on = False
     effort = level_of(req.thinking)
     if fam == "claude" and max_tokens is not None:
-        thinking = _claude_thinking(req, max_tokens, dropped)
+        adaptive = claude.matches(model, options.adaptive_thinking_models, claude.ADAPTIVE_THINKING)
+        thinking = _claude_thinking(req, max_tokens, adaptive, dropped)
         if thinking is not None:
             fields["thinking"] = thinking
             thinking_on = True
+            if adaptive and effort is not None:
+                fields["output_config"] = {"effort": _CLAUDE_EFFORT.get(effort, "high")}
     elif effort is not None and fam == "nova2":
         fields["reasoningConfig"] = {"type": "enabled", "maxReasoningEffort": _EFFORT3.get(effort, "medium")}
     elif effort is not None and fam == "gpt-oss":
@@ -116,7 +128,7 @@ def _model_fields(req: ChatRequest, fam: Family, max_tokens: int | None, dropped
     return fields, thinking_on
 
 
-def _inference(req: ChatRequest, max_tokens: int | None, thinking_on: bool, dropped: list[str]) -> dict[str, Any]:
+def _inference(req: ChatRequest, max_tokens: int | None, thinking_on: bool, exclusive: bool, dropped: list[str]) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if max_tokens is not None:
         config["maxTokens"] = max_tokens
@@ -128,6 +140,9 @@ def _inference(req: ChatRequest, max_tokens: int | None, thinking_on: bool, drop
         if top_p is not None and top_p < 0.95:
             dropped.append("top_p")
             top_p = None
+    if exclusive and temperature is not None and top_p is not None:
+        dropped.append("top_p")
+        top_p = None
     if temperature is not None:
         if temperature > 1.0:
             log.warning("bedrock-converse: temperature %g clamped to 1.0 (Converse's maximum)", temperature)
@@ -201,8 +216,9 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
         body["system"] = system
     # Claude needs a limit to fit a thinking budget under (and Bedrock's own default is small)
     max_tokens = req.max_tokens or (options.default_max_tokens if fam == "claude" else None)
-    fields, thinking_on = _model_fields(req, fam, max_tokens, dropped)
-    inference = _inference(req, max_tokens, thinking_on, dropped)
+    fields, thinking_on = _model_fields(req, fam, upstream_model, options, max_tokens, dropped)
+    exclusive = fam == "claude" and claude.matches(upstream_model, options.sampling_exclusive_models, claude.SAMPLING_EXCLUSIVE)
+    inference = _inference(req, max_tokens, thinking_on, exclusive, dropped)
     if inference:
         body["inferenceConfig"] = inference
     tool_config = _tool_config(req, messages, dropped)
