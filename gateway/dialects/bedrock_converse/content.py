@@ -17,6 +17,8 @@ What Bedrock insists on, and how the folding satisfies it:
   signed or redacted: another provider's thought cannot be verified;
 * an Anthropic ``cache_control`` becomes a ``cachePoint`` after its block, for the model families
   that cache (``cache_points``), since others refuse the block;
+* tool call ids outside Converse's pattern (``[a-zA-Z0-9_.:-]``, 64 at most) become a stable
+  digest (``tool_id``), the same for the call and its result;
 * media by http(s)/``gs://`` URL cannot be carried (refused in fields.py, or left out when the
   provider drops ``messages.file_url``); a media type Converse has no format for is left out and
   recorded in ``dropped``.
@@ -24,6 +26,7 @@ What Bedrock insists on, and how the folding satisfies it:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from typing import Any
@@ -56,8 +59,17 @@ VIDEO_FORMATS = {
     "mp4": "mp4", "webm": "webm", "quicktime": "mov", "x-matroska": "mkv", "x-flv": "flv",
     "mpeg": "mpeg", "x-ms-wmv": "wmv", "3gpp": "three_gp",
 }
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9\s\-()\[\]]")
 _SPACES = re.compile(r"\s+")
+
+
+def tool_id(call_id: str) -> str:
+    """A tool call id as Converse takes it (``[a-zA-Z0-9_.:-]``, at most 64): unchanged when it
+    fits, else a stable digest, so a call and its result still pair up."""
+    if _TOOL_ID.fullmatch(call_id):
+        return call_id
+    return "gw_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
 
 
 class Folder:
@@ -159,7 +171,7 @@ class Folder:
                     content.append(block)
                 elif block is not None:
                     self._drop("messages.file", "a tool result holds no audio or video")
-        result: dict[str, Any] = {"toolUseId": part.tool_call_id, "content": content}
+        result: dict[str, Any] = {"toolUseId": tool_id(part.tool_call_id), "content": content}
         if part.is_error:
             result["status"] = "error"
         return {"toolResult": result}
@@ -178,7 +190,7 @@ class Folder:
         if isinstance(part, TextPart):
             return self.text(part)
         if isinstance(part, ToolCallPart):
-            return [{"toolUse": {"toolUseId": part.id, "name": part.name, "input": arguments_object(part.arguments)}}]
+            return [{"toolUse": {"toolUseId": tool_id(part.id), "name": part.name, "input": arguments_object(part.arguments)}}]
         if isinstance(part, ToolResultPart):
             return [self.tool_result(part)]
         if isinstance(part, ImagePart) and role == "user":

@@ -314,3 +314,12 @@ def test_reasoning_leads_the_assistant_turn() -> None:
     call = build(req_of(user(TextPart("q")), assistant, user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL]), CLAUDE)
     body = valid(call, CLAUDE)
     assert [next(iter(b)) for b in body["messages"][1]["content"]] == ["reasoningContent", "text", "toolUse"]
+
+
+def test_tool_ids_outside_the_pattern_become_one_stable_digest() -> None:
+    odd = "call/" + "x" * 80
+    req = req_of(user(TextPart("q")), Message("assistant", [ToolCallPart(odd, "type", "{}"), ToolCallPart("call_ok.1:2", "text", "{}")]), user(ToolResultPart(odd, [TextPart("a")]), ToolResultPart("call_ok.1:2", [TextPart("b")])), tools=[TOOL])
+    body = valid(build(req), LLAMA)
+    use_ids = [b["toolUse"]["toolUseId"] for b in body["messages"][1]["content"]]
+    result_ids = [b["toolResult"]["toolUseId"] for b in body["messages"][2]["content"]]
+    assert use_ids == result_ids and use_ids[1] == "call_ok.1:2" and use_ids[0].startswith("gw_") and len(use_ids[0]) <= 64
