@@ -147,6 +147,8 @@ class ConverseStreamDecoder:
             call_id = tool.get("toolUseId")
             name = tool.get("name")
             return self._open(upstream, "tool_call", id=call_id if isinstance(call_id, str) else new_id("tooluse_"), name=name if isinstance(name, str) else "")[1]
+        if not any(key in start for key in ("toolResult", "image")):
+            return []  # an empty or new start: the block's deltas will say what it is
         warn_unknown(DIALECT, f"content block start {sorted(start)!r}")
         old = self._blocks.get(upstream)
         self._blocks[upstream] = (_SKIPPED, None)

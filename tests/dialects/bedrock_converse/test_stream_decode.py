@@ -148,3 +148,10 @@ def test_malformed_payload_is_a_bad_gateway_error() -> None:
     events = decode([frames_of("text")[0], SSEFrame("{not json", event="contentBlockDelta")])
     assert isinstance(events[-1], StreamError) and events[-1].kind == "bad_gateway"
     check_contract(events)
+
+
+def test_an_empty_content_block_start_leaves_the_block_to_its_deltas() -> None:
+    frames = frames_of("text")
+    events = decode([frames[0], SSEFrame('{"contentBlockIndex":0,"start":{}}', event="contentBlockStart"), *frames[1:]])
+    check_contract(events)
+    assert fold(events).text == "Hello! 你好 — text"
