@@ -147,3 +147,25 @@ def test_provider_proxy_must_be_an_http_url_and_stays_secret() -> None:
         ProviderSettings(name="p", dialect="anthropic", proxy="ftp://127.0.0.1:21")
     ok = ProviderSettings(name="p", dialect="anthropic", proxy="http://user:hunter2@127.0.0.1:3128")
     assert "hunter2" not in repr(ok) and "hunter2" not in str(ok.model_dump())
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        '[[providers]]\nname = "a"\ndialect = "openai-chat"\nbase_url = "http://x"\nproxy = "ftp://x"\napi_key = "sk-INLINE-SECRET"\n',
+        '[[routes]]\nmodel = "text"\nprovider = "nope"\n[[providers]]\nname = "a"\ndialect = "openai-chat"\nbase_url = "http://x"\napi_key = "sk-INLINE-SECRET"\n',
+    ],
+    ids=["field-rule", "cross-check"],
+)
+def test_a_config_error_never_echoes_a_value(broken: str, tmp_path: Path) -> None:
+    """pydantic shows the input beside a failed rule: for a provider that is its inline api_key."""
+    from pydantic import ValidationError
+
+    path = tmp_path / "bad.toml"
+    path.write_text(broken)
+    with pytest.raises(ValidationError) as info:
+        load_settings(path)
+    assert "sk-INLINE-SECRET" not in str(info.value)
+    result = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1 and "invalid config" in result.stderr
+    assert "sk-INLINE-SECRET" not in result.stderr + result.stdout
