@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -42,6 +43,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from gateway.asgi import Receive, Scope, Send
 from gateway.edge import error_response, guess_dialect
 from gateway.errors import GatewayError
 
@@ -85,10 +87,10 @@ def error_bytes(dialect: str, err: GatewayError) -> bytes:
     return b"".join(head) + b"\r\n" + payload
 
 
-def _refusal(err: GatewayError, extra: list[tuple[bytes, bytes]]) -> Any:
+def _refusal(err: GatewayError, extra: list[tuple[bytes, bytes]]) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI app answering every request with ``err`` in its dialect, closing the connection."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         dialect = guess_dialect(scope.get("path", ""), scope.get("headers", []), scope.get("query_string", b""))
         status, payload = error_response(dialect, err)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra, (b"connection", b"close")]
