@@ -126,7 +126,7 @@ class HttpEventSource(EventSource):
                 try:
                     frames = self._sse.feed(chunk)
                 except FramerError as exc:  # a platform's exception frame, a bad checksum
-                    self.done = True
+                    self.done = self.synthetic = True  # no frame of the upstream carries this error
                     before: list[Event] = []
                     for frame in exc.frames:  # completed in the same read, before the failure
                         produced = feed(frame)

@@ -23,6 +23,7 @@ botocore is imported inside functions: the gateway imports without the ``[bedroc
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
@@ -32,6 +33,12 @@ import httpx
 from gateway.errors import GatewayError
 
 SERVICE = "bedrock"  # the signing name of bedrock-runtime
+
+# botocore.auth logs the canonical request at DEBUG, x-amz-security-token's value included: a
+# gateway run at DEBUG must not write a session token to its logs.
+_signer_log = logging.getLogger("botocore.auth")
+if _signer_log.getEffectiveLevel() < logging.INFO or _signer_log.level == logging.NOTSET:
+    _signer_log.setLevel(logging.INFO)
 
 
 class SigV4(httpx.Auth):
