@@ -170,12 +170,13 @@ class EventStreamDecoder:
     """Bytes off the socket → ``SSEFrame``s (see the module docstring). ``unwrap`` turns one
     event message (its ``:event-type`` and payload) into the frame the dialect's decoder reads."""
 
-    __slots__ = ("_buf", "_unwrap", "_checked")
+    __slots__ = ("_buf", "_unwrap", "_checked", "_known")
 
     def __init__(self, unwrap: Unwrap = as_frame) -> None:
         self._buf = bytearray()
         self._unwrap = unwrap
         self._checked = False  # the prelude of the message at the head of _buf was checked
+        self._known: dict[bytes, dict[str, HeaderValue]] = {}  # header block -> parsed (read only)
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
         buf = self._buf
@@ -200,10 +201,15 @@ class EventStreamDecoder:
                     (message_crc,) = _U32.unpack_from(buf, end)
                     if zlib.crc32(view[pos:end]) != message_crc:
                         raise _bad("bad message CRC")
-                    try:
-                        headers = parse_headers(view[pos + PRELUDE : pos + PRELUDE + hlen])
-                    except (ValueError, UnicodeDecodeError) as exc:
-                        raise _bad(f"malformed headers ({exc})") from None
+                    block = bytes(view[pos + PRELUDE : pos + PRELUDE + hlen])
+                    headers = self._known.get(block)  # a stream repeats a few header blocks
+                    if headers is None:
+                        try:
+                            headers = parse_headers(block)
+                        except (ValueError, UnicodeDecodeError) as exc:
+                            raise _bad(f"malformed headers ({exc})") from None
+                        if len(self._known) < 32:
+                            self._known[block] = headers
                     payload = bytes(view[pos + PRELUDE + hlen : end])
                 finally:
                     view.release()

@@ -214,9 +214,9 @@ class BedrockDouble:
             return "UnrecognizedClientException", "The security token included in the request is invalid."
         if region != self.region or service != "bedrock":
             return "InvalidSignatureException", f"Credential should be scoped to a valid region / service ({region}/{service})"
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-        from botocore.credentials import Credentials
+        from botocore.auth import SigV4Auth  # type: ignore[import-untyped]
+        from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
+        from botocore.credentials import Credentials  # type: ignore[import-untyped]
 
         signed = fields["SignedHeaders"].split(";")
         if "host" not in signed or "x-amz-date" not in signed:
