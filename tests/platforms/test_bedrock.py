@@ -270,3 +270,73 @@ def test_missing_region_is_a_startup_error() -> None:
     settings = Settings(providers=[{"name": "b", "dialect": "anthropic", "platform": "bedrock"}], routes=[{"model": "*", "provider": "b"}])
     with pytest.raises(ConfigError, match="needs region"):
         check_platforms(settings)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "kind", "code"),
+    [
+        (429, "ThrottlingException", "rate_limit", 429),
+        (400, "ValidationException", "invalid_request", 400),
+        (403, "AccessDeniedException", "permission", 403),
+        (404, "ResourceNotFoundException", "not_found", 404),
+        (424, "ModelErrorException", "bad_gateway", 502),
+        (408, "ModelTimeoutException", "timeout", 504),
+        (500, "InternalServerException", "api_error", 500),
+        (503, "ServiceUnavailableException", "overloaded", 503),
+    ],
+)
+def test_bedrock_http_errors_keep_their_kind(status: int, error_type: str, kind: str, code: int) -> None:
+    from gateway.platforms.bedrock import PLATFORM
+
+    headers = httpx.Headers({"x-amzn-errortype": f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"})
+    err = PLATFORM.decode_error(status, headers, b'{"message":"the type of thing"}')
+    assert err is not None and (err.kind, err.status, err.raw) == (kind, code, error_type)
+    assert "the type of thing" in err.message
+    assert PLATFORM.decode_error(502, httpx.Headers(), b"<html>bad gateway</html>") is None  # not Bedrock's: the codec's turn
+
+
+def test_a_credentials_refresh_runs_off_the_event_loop() -> None:
+    import asyncio
+    import datetime
+    import threading
+
+    from botocore.credentials import RefreshableCredentials
+
+    from gateway.platforms.aws_auth import SigV4
+
+    threads: list[int] = []
+
+    def refresh() -> dict[str, str]:
+        threads.append(threading.get_ident())
+        expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+        return {"access_key": ACCESS_KEY, "secret_key": SECRET_KEY, "token": SESSION_TOKEN, "expiry_time": expiry.isoformat()}
+
+    soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=30)).isoformat()  # inside the refresh window
+    credentials = RefreshableCredentials.create_from_metadata(
+        {"access_key": "old", "secret_key": "old", "token": "old", "expiry_time": soon}, refresh, "assume-role-with-web-identity",
+    )
+    auth = SigV4("us-east-1", "p", credentials=credentials)
+
+    async def run() -> tuple[int, object, object]:
+        loop_thread = threading.get_ident()
+        first = await auth.frozen()  # due: refreshed in a thread
+        second = await auth.frozen()  # fresh now: inline, no thread
+        return loop_thread, first, second
+
+    loop_thread, first, second = asyncio.run(run())
+    assert len(threads) == 1 and threads[0] != loop_thread
+    assert first.access_key == second.access_key == ACCESS_KEY  # type: ignore[attr-defined]
+    assert auth.method() == "assume-role-with-web-identity"
+
+
+def test_no_credentials_anywhere_is_a_502_that_says_so() -> None:
+    import asyncio
+
+    from gateway.errors import GatewayError
+    from gateway.platforms.aws_auth import SigV4
+
+    auth = SigV4("us-east-1", "bedrock-claude")
+    auth._resolved, auth._credentials = True, None  # what botocore's chain returns when it found nothing
+    with pytest.raises(GatewayError) as caught:
+        asyncio.run(auth.frozen())
+    assert caught.value.status == 502 and "no AWS credentials found" in caught.value.message and "bedrock-claude" in caught.value.message
