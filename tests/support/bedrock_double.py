@@ -16,8 +16,8 @@ first time per model, then ``text``), ``frame_throttle_once`` (a ``throttlingExc
 after the 200, before any content, once; then ``text``), ``exception_mid`` (half the ``text``
 stream, then a ``modelStreamErrorException`` frame), ``bad_crc`` (a chunk with a broken CRC).
 ``error_mid_stream`` turns the capture's Anthropic ``error`` event into the exception frame
-Bedrock would send. Converse (``/converse``, ``/converse-stream``): ``converse_handler`` is the
-hook for the bedrock-converse dialect's tests (404 until set).
+Bedrock would send. Converse (``/converse``, ``/converse-stream``): ``converse_handler``
+(``converse_replay`` replays the bedrock-converse dialect's fixtures; 404 until set).
 """
 
 from __future__ import annotations
@@ -272,3 +272,33 @@ async def _json(send: Send, status: int, body: Any, error_type: str | None = Non
         headers.append((b"x-amzn-errortype", f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/".encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": orjson.dumps(body)})
+
+
+def converse_replay(fixtures: Path) -> Callable[[dict[str, Any], str, bool, Send], Awaitable[None]]:
+    """A ``converse_handler`` replaying the bedrock-converse dialect's fixtures
+    (``{"frames": [[event, payload], …]}``) as eventstream messages; an ``…Exception`` event is an
+    exception message. ``whole.<scenario>.json`` (else a small text reply) answers ``/converse``."""
+
+    async def handler(body: dict[str, Any], model: str, stream: bool, send: Send) -> None:
+        scenario = model.rsplit("--", 1)[1] if "--" in model else "text"
+        if not stream:
+            whole = fixtures / f"whole.{scenario}.json"
+            reply = orjson.loads(whole.read_bytes()) if whole.exists() else {
+                "output": {"message": {"role": "assistant", "content": [{"text": "Hello whole"}]}}, "stopReason": "end_turn",
+                "usage": {"inputTokens": 4, "outputTokens": 2, "totalTokens": 6}, "metrics": {"latencyMs": 9},
+            }
+            await _json(send, 200, reply)
+            return
+        frames = orjson.loads((fixtures / f"{scenario}.json").read_bytes())["frames"]
+        data = b"".join(
+            encode_message({":exception-type": event, ":content-type": "application/json", ":message-type": "exception"}, orjson.dumps(payload))
+            if event.endswith("Exception") else event_message(event, orjson.dumps(payload))
+            for event, payload in frames
+        )
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/vnd.amazon.eventstream")]})
+        step = max(1, len(data) // 5)
+        for i in range(0, len(data), step):
+            await send({"type": "http.response.body", "body": data[i : i + step], "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return handler
