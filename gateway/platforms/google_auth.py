@@ -41,7 +41,7 @@ class GoogleTokens:
         if path and self._token_url:
             info = _read_json(path)
             if info.get("type") == "service_account" and not info.get("token_uri"):
-                return service_account.Credentials.from_service_account_info({**info, "token_uri": self._token_url}, scopes=[SCOPE])
+                return service_account.Credentials.from_service_account_info({**info, "token_uri": self._token_url}, scopes=[SCOPE])  # type: ignore[no-untyped-call]
         credentials, _project = google.auth.default(scopes=[SCOPE])
         return credentials
 

@@ -134,15 +134,17 @@ def _replay(raw: bytes) -> Any:
 
 def _with_quirks(send: Any) -> Any:
     """``send`` with Azure's preamble chunk first and a filter-only chunk after the first frame."""
-    started = False
+    pending: bytes | None = b""  # the start of the body, held until its first frame is complete
 
     async def wrapped(message: dict[str, Any]) -> None:
-        nonlocal started
-        body = message.get("body", b"")
-        if message["type"] == "http.response.body" and not started and b"\n\n" in body:
-            started = True
-            cut = body.index(b"\n\n") + 2
-            message = {**message, "body": _chunk(PREAMBLE) + body[:cut] + _chunk(FILTER_ONLY) + body[cut:]}
+        nonlocal pending
+        if message["type"] == "http.response.body" and pending is not None:
+            pending += message.get("body", b"")
+            if b"\n\n" not in pending and message.get("more_body"):
+                return
+            cut = pending.index(b"\n\n") + 2 if b"\n\n" in pending else len(pending)
+            message = {**message, "body": _chunk(PREAMBLE) + pending[:cut] + _chunk(FILTER_ONLY) + pending[cut:]}
+            pending = None
         await send(message)
 
     return wrapped
