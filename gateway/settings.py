@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "demo"]
+Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "bedrock-converse", "demo"]
 # "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
 # "always": every one ends with it (clients that index choices[0] on every chunk break on it).
 StreamUsage = Literal["asked", "always"]
