@@ -108,6 +108,18 @@ def test_entra_id_through_default_azure_credential(gateway: ServerThread, azure:
     assert azure.issued == issued + 1, "the token is cached between requests"
 
 
+def test_a_401_gets_a_new_token_from_a_new_credential(gateway: ServerThread, azure: AzureDouble) -> None:
+    CALLERS["openai-chat"](gateway.url, "entra-chat", "text", True)
+    before, issued = len(azure.used), azure.issued
+    azure.force_401 = 1
+    out = CALLERS["openai-responses"](gateway.url, "entra-chat", "text", True)
+    assert out.text == ANSWERS["text"]["text"]
+    assert azure.issued == issued + 1  # azure-identity's own cache was not asked: a new credential fetched one
+    refused = azure.used[before]
+    CALLERS["gemini"](gateway.url, "entra-chat", "text", False)
+    assert refused not in azure.used[before + 1 :]
+
+
 def test_v1_api_route(gateway: ServerThread, azure: AzureDouble) -> None:
     out = CALLERS["anthropic"](gateway.url, "entra-v1", "text", True)
     assert out.text == ANSWERS["text"]["text"]

@@ -11,8 +11,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +75,9 @@ def gateway(vertex: VertexDouble, key: rsa.RSAPrivateKey, tmp_path_factory: pyte
     url = f"http://127.0.0.1:{vertex.port}"
     providers = [provider(name, dialect, url) for name, dialect in UPSTREAMS.items()]
     routes = [{"model": f"{name}--{s}", "provider": name, "upstream_model": SCENARIO_WORDS[s]} for name in UPSTREAMS for s in SCENARIOS]
-    routes += [{"model": "vertex-claude@dated", "provider": "vertex-claude", "upstream_model": "claude-sonnet-4-5@20250929"}]
+    routes += [{"model": "vertex-claude@dated", "provider": "vertex-claude", "upstream_model": "claude-sonnet-4-5@20250929"},
+               {"model": "demo", "provider": "demo"}]
+    providers.append({"name": "demo", "dialect": "demo"})
     settings = Settings(server={"access_log": False}, auth={"keys_env": ""}, store={"url": "sqlite://:memory:"}, providers=providers, routes=routes)
     try:
         with ServerThread(create_app(settings), **uvicorn_options()) as server:
@@ -117,6 +122,36 @@ def test_tokens_refreshed_before_expiry_during_the_run(gateway: ServerThread, ve
     assert vertex.issued == issued + 1, "a new token was fetched before the request"
     assert vertex.unauthorized == refused, "the expired token was never sent"
     assert vertex.refused_assertions == [], "every JWT assertion verified (signature, iss, aud, scope)"
+
+
+def test_one_refresh_at_a_time_and_never_on_the_event_loop(gateway: ServerThread, vertex: VertexDouble) -> None:
+    CALLERS["anthropic"](gateway.url, "vertex-claude--text", "text", True)
+    time.sleep(vertex.token_seconds + 0.2)  # expired: the next requests must refresh
+    issued = vertex.issued
+    vertex.token_delay = 1.0
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            waiting = [pool.submit(CALLERS["openai-chat"], gateway.url, "vertex-gemini--text", "text", True) for _ in range(4)]
+            time.sleep(0.3)  # the refresh is under way now
+            started = time.monotonic()
+            demo = CALLERS["openai-chat"](gateway.url, "demo", "text", False)  # another provider, same event loop
+            elapsed = time.monotonic() - started
+            outs = [f.result(timeout=20) for f in waiting]
+    finally:
+        vertex.token_delay = 0.0
+    assert demo.text and elapsed < 0.5, f"a request elsewhere waited {elapsed:.2f}s for the token refresh"
+    assert all(out.text == ANSWERS["text"]["text"] for out in outs)
+    assert vertex.issued == issued + 1, "four requests, one refresh"
+
+
+def test_vertex_only_events_are_ignored_with_a_warning(gateway: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.dialects import common
+
+    common._warned.discard("anthropic:stream event 'vertex_event'")
+    with caplog.at_level(logging.WARNING):
+        out = CALLERS["openai-responses"](gateway.url, "vertex-claude--text", "text", True)
+    assert out.text == ANSWERS["text"]["text"]
+    assert "unknown stream event 'vertex_event' ignored" in caplog.text
 
 
 def test_a_401_refreshes_once_and_the_refused_token_is_never_reused(gateway: ServerThread, vertex: VertexDouble) -> None:
@@ -226,3 +261,25 @@ def test_credential_source_names_the_file_not_the_key(tmp_path: Path, key: rsa.R
     s = settings_for()
     source = platform_for(s).credential_source(s)
     assert source == f"Application Default Credentials: service account key file $GOOGLE_APPLICATION_CREDENTIALS ({path})"
+
+
+def test_check_config_shows_the_source(tmp_path: Path, key: rsa.RSAPrivateKey) -> None:
+    sa = key_file(tmp_path / "sa.json", key, "http://127.0.0.1:9/token")
+    config = tmp_path / "gateway.toml"
+    config.write_text(f"""
+[[providers]]
+name = "vertex"
+dialect = "anthropic"
+platform = "vertex"
+project = "{PROJECT}"
+location = "global"
+
+[[routes]]
+model = "claude"
+provider = "vertex"
+""")
+    env = {"PATH": "/usr/bin:/bin", "GOOGLE_APPLICATION_CREDENTIALS": str(sa)}
+    done = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(config)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"anthropic on vertex https://aiplatform.googleapis.com (credentials: Application Default Credentials: service account key file $GOOGLE_APPLICATION_CREDENTIALS ({sa}))" in done.stdout
+    assert "PRIVATE KEY" not in done.stdout + done.stderr

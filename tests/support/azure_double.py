@@ -13,7 +13,8 @@ first. ``content_filter``: a stream that Azure's filter stops (``finish_reason: 
 
 Entra ID: ``GET /msi/token`` is App Service's managed-identity endpoint (``IDENTITY_ENDPOINT`` /
 ``IDENTITY_HEADER``), which ``DefaultAzureCredential`` reaches over plain http; it checks the
-``X-IDENTITY-HEADER`` secret and the resource, and issues tokens living ``token_seconds``.
+``X-IDENTITY-HEADER`` secret and the resource, and issues tokens living ``token_seconds``. ``force_401 = n``: the next n bearer calls revoke their
+token and answer 401.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class AzureDouble:
     tokens: dict[str, float] = field(default_factory=dict)
     issued: int = 0
     seen: list[dict[str, Any]] = field(default_factory=list)  # path, query, auth kind, body model
+    used: list[str] = field(default_factory=list)  # the bearer of every model call
+    force_401: int = 0  # the next n bearer calls revoke their token and answer 401
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         raw = await read_request(scope, receive, send)
@@ -75,6 +78,11 @@ class AzureDouble:
             await self._msi(headers, query, send)
             return
         bearer = headers.get("authorization", "").removeprefix("Bearer ")
+        if bearer:
+            self.used.append(bearer)
+        if bearer in self.tokens and self.force_401:
+            self.force_401 -= 1
+            self.tokens[bearer] = 0  # revoked
         if headers.get("api-key") == self.api_key:
             how = "api-key"
         elif self.tokens.get(bearer, 0) > time.time():

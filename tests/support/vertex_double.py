@@ -17,6 +17,7 @@ frame; Claude's ``error_429`` is Vertex's own quota error, in Google's format.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ class VertexDouble:
     paths: list[str] = field(default_factory=list)  # the raw path of every model call
     unauthorized: int = 0  # model calls answered 401
     force_401: int = 0
+    token_delay: float = 0.0  # seconds the token endpoint takes (a slow metadata server)
 
     @property
     def token_url(self) -> str:
@@ -96,6 +98,7 @@ class VertexDouble:
             self.refused_assertions.append(str(exc))
             await _json(send, 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
             return
+        await asyncio.sleep(self.token_delay)
         token = f"ya29.double-{self.issued}-{secrets.token_hex(16)}"
         self.issued += 1
         self.tokens[token] = time.time() + self.token_seconds
