@@ -84,6 +84,24 @@ class Vertex(Platform):
             call.path = self._prefix(s, "v1beta1") + call.path[len("/v1beta") :]
         return call
 
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+        """Claude: ``…/publishers/anthropic/models/count-tokens:rawPredict``, the model in the body
+        (as Anthropic's Vertex client sends it); Gemini: ``…/models/{m}:countTokens`` with
+        ``contents`` / ``systemInstruction`` / ``tools`` at the top (no ``generateContentRequest``)."""
+        if s.dialect == "anthropic":
+            call.path = f"{self._prefix(s)}/publishers/anthropic/models/count-tokens:rawPredict"
+            call.body = {**call.body, "model": upstream_model, "anthropic_version": ANTHROPIC_VERSION}
+            return call
+        if s.dialect == "gemini":
+            inner = call.body.get("generateContentRequest")
+            if isinstance(inner, dict):
+                call.body = {k: v for k, v in inner.items() if k != "model"}
+            model = model_path(upstream_model)
+            where = f"/v1/{model}" if model.startswith("projects/") else f"{self._prefix(s)}/publishers/google/models/{model}"
+            call.path, call.params = f"{where}:countTokens", {}
+            return call
+        return None
+
     def headers(self, s: ProviderSettings) -> dict[str, str]:
         return {}  # the bearer token comes from auth(); Claude's version is in the body
 

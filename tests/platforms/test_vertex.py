@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -76,8 +77,8 @@ def gateway(vertex: VertexDouble, key: rsa.RSAPrivateKey, tmp_path_factory: pyte
     providers = [provider(name, dialect, url) for name, dialect in UPSTREAMS.items()]
     routes = [{"model": f"{name}--{s}", "provider": name, "upstream_model": SCENARIO_WORDS[s]} for name in UPSTREAMS for s in SCENARIOS]
     routes += [{"model": "vertex-claude@dated", "provider": "vertex-claude", "upstream_model": "claude-sonnet-4-5@20250929"},
-               {"model": "demo", "provider": "demo"}]
-    providers.append({"name": "demo", "dialect": "demo"})
+               {"model": "demo", "provider": "demo"}, {"model": "vertex-interactions--*", "provider": "vertex-interactions"}]
+    providers += [{"name": "demo", "dialect": "demo"}, provider("vertex-interactions", "gemini-interactions", url)]
     settings = Settings(server={"access_log": False}, auth={"keys_env": ""}, store={"url": "sqlite://:memory:"}, providers=providers, routes=routes)
     try:
         with ServerThread(create_app(settings), **uvicorn_options()) as server:
@@ -173,6 +174,35 @@ def test_claude_model_ids_with_at_and_the_vertex_body(gateway: ServerThread, ver
     assert out.text == ANSWERS["text"]["text"]
     assert vertex.paths[-1] == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"
     assert vertex.upstream.received[-1].body["model"] == "claude-sonnet-4-5@20250929"  # the double took it from the path
+
+
+@pytest.mark.parametrize("scenario", ["text", "drop_resume"])
+def test_interactions_on_vertex_and_resuming_a_dropped_stream(gateway: ServerThread, vertex: VertexDouble, scenario: str) -> None:
+    resumes = vertex.upstream.resumes
+    out = CALLERS["gemini-interactions"](gateway.url, f"vertex-interactions--{scenario}", "text", True)
+    assert out.text == ANSWERS["text"]["text"]
+    assert vertex.paths[-1].startswith(f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/interactions")
+    if scenario == "drop_resume":
+        assert vertex.upstream.resumes == resumes + 1, "resumed with GET on the Vertex path"
+
+
+def test_token_counting_on_vertex(gateway: ServerThread, vertex: VertexDouble) -> None:
+    from tests.support.callers import anthropic_client, gemini_client
+    from tests.support.fake_upstream import COUNTED_TOKENS
+
+    counted = anthropic_client(gateway.url).messages.count_tokens(model="vertex-claude--text", messages=[{"role": "user", "content": "hi"}])
+    assert counted.input_tokens == COUNTED_TOKENS
+    assert vertex.paths[-1] == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/count-tokens:rawPredict"
+    client = gemini_client(gateway.url)  # held: a dropped genai.Client closes its connection pool
+    gemini = client.models.count_tokens(model="vertex-gemini--text", contents="hi")
+    assert gemini.total_tokens == COUNTED_TOKENS
+    assert vertex.paths[-1] == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/google/models/text:countTokens"
+    wrapped = {"generateContentRequest": {"model": "models/vertex-gemini--text", "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                                          "systemInstruction": {"parts": [{"text": "be brief"}]}}}
+    answer = httpx.post(f"{gateway.url}/v1beta/models/vertex-gemini--text:countTokens", json=wrapped, headers={"x-goog-api-key": "caller-key"}, timeout=10)
+    assert answer.json()["totalTokens"] == COUNTED_TOKENS
+    body = vertex.upstream.received[-1].body  # Vertex's CountTokensRequest: the fields at the top
+    assert "generateContentRequest" not in body and body["systemInstruction"]["parts"][0]["text"] == "be brief"
 
 
 def test_no_token_or_key_in_logs_or_answers(gateway: ServerThread, vertex: VertexDouble, key: rsa.RSAPrivateKey, caplog: pytest.LogCaptureFixture) -> None:

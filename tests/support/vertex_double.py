@@ -5,7 +5,8 @@ RS256 signature against the test key's public half, ``iss`` = the service accoun
 ``aud`` = Google's token endpoint (what google-auth signs for, wherever ``token_uri`` points), ``scope`` = cloud-platform, ``iat``/``exp`` current. It issues tokens
 that live ``token_seconds`` (short, so the gateway refreshes during a test).
 
-Model routes (``/v1/projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{m}:{method}``)
+Model routes (``/v1/projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{m}:{method}``,
+and ``/v1beta1/projects/{p}/locations/{l}/interactions[/{id}]``)
 refuse a missing, unknown, expired or revoked bearer with Google's 401, check the project and
 location, check the Claude body (``anthropic_version: vertex-2023-10-16``, no ``model``, ``stream``
 matching the method), then answer from ``captures/`` through ``FakeUpstream`` (the scenario in the
@@ -27,7 +28,7 @@ from urllib.parse import parse_qs
 import jwt
 import orjson
 
-from tests.support.fake_upstream import FakeUpstream, read_request
+from tests.support.fake_upstream import COUNTED_TOKENS, FakeUpstream, read_request
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 AUDIENCE = "https://oauth2.googleapis.com/token"  # google-auth signs for Google's endpoint, wherever token_uri points
@@ -106,6 +107,10 @@ class VertexDouble:
 
     async def _model(self, scope: dict[str, Any], raw: bytes, receive: Any, send: Any) -> None:
         path = scope["path"]
+        interactions = f"/v1beta1/projects/{self.project}/locations/{self.location}/interactions"
+        if path.startswith(interactions):  # the Interactions API: the Gemini API's, under the project
+            await self.upstream({**scope, "path": "/v1beta/interactions" + path[len(interactions) :]}, _replay(raw), send)
+            return
         prefix = f"/v1/projects/{self.project}/locations/{self.location}/publishers/"
         if not path.startswith(prefix) or ":" not in path:
             await _json(send, 404, {"error": {"code": 404, "message": f"no route {path}", "status": "NOT_FOUND"}})
@@ -115,6 +120,10 @@ class VertexDouble:
         body = orjson.loads(raw) if raw else {}
         if publisher == "google":
             await self.upstream(scope, _replay(raw), send)
+            return
+        if model == "count-tokens" and method == "rawPredict":  # Claude's counting route: the model in the body
+            ok = body.get("anthropic_version") == "vertex-2023-10-16" and isinstance(body.get("model"), str)
+            await _json(send, 200 if ok else 400, {"input_tokens": COUNTED_TOKENS} if ok else {"error": {"code": 400, "message": "bad count", "status": "INVALID_ARGUMENT"}})
             return
         problem = None
         if "model" in body:
