@@ -54,23 +54,6 @@ log = logging.getLogger("gateway.telemetry")
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
-# gen_ai.operation.name and gen_ai.provider.name by upstream dialect: data, not branches.
-OPERATION = {
-    "anthropic": "chat",
-    "openai-chat": "chat",
-    "openai-responses": "chat",
-    "gemini": "generate_content",
-    "gemini-interactions": "chat",
-    "demo": "chat",
-}
-DIALECT_PROVIDER = {
-    "anthropic": "anthropic",
-    "openai-chat": "openai",
-    "openai-responses": "openai",
-    "gemini": "gcp.gemini",
-    "gemini-interactions": "gcp.gemini",
-    "demo": "gateway.demo",
-}
 # A provider reached through another's wire format is named by its host (the conventions' values).
 HOST_PROVIDER = (
     ("openai.azure.com", "azure.ai.openai"),
@@ -100,7 +83,7 @@ USAGE_ATTRIBUTES = (
 def provider_attributes(provider: Provider) -> dict[str, Any]:
     """``gen_ai.provider.name``, ``server.address``, ``server.port`` of a configured provider."""
     settings = provider.settings
-    attrs: dict[str, Any] = {"gen_ai.provider.name": DIALECT_PROVIDER.get(settings.dialect, settings.dialect)}
+    attrs: dict[str, Any] = {"gen_ai.provider.name": provider.identity.otel_provider}  # the codec's (gateway/dialects/base.py)
     if settings.base_url:
         parts = urlsplit(settings.base_url)
         host = parts.hostname or ""
@@ -304,7 +287,7 @@ class RequestTrace:
 
     def attempt_started_for(self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool) -> _Span:
         """A CLIENT span for one upstream attempt, child of the request's span."""
-        operation = OPERATION.get(provider.dialect, "chat")
+        operation = provider.identity.otel_operation
         attrs: dict[str, Any] = {"gen_ai.operation.name": operation, **self.tel.provider(provider), "gen_ai.request.model": target.upstream_model}
         self.attempt_attrs = dict(attrs)  # the metric attributes (low cardinality)
         attrs["gateway.provider"] = provider.name
