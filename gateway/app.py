@@ -105,7 +105,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        problems = [p.name for p in state.providers.values() if p.dialect != "demo" and p.pool is None]
+        problems = [p.name for p in state.providers.values() if p.pool is None]
         if problems or state.shutting_down:
             return JSONResponse({"status": "not ready", "providers_not_started": problems, "shutting_down": state.shutting_down}, 503)
         return JSONResponse({"status": "ready", "providers": sorted(state.providers), "routes": len(state.settings.routes)})
@@ -194,8 +194,7 @@ def create_state(settings: Settings) -> GatewayState:
     state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
-        if provider.dialect != "demo":
-            observer.metrics.upstream_pooled.labels(provider.name).set_function(lambda p=provider: p.pool.open_connections if p.pool else 0)
+        observer.metrics.upstream_pooled.labels(provider.name).set_function(lambda p=provider: p.pool.open_connections if p.pool else 0)
     return state
 
 

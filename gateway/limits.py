@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from gateway.count_tokens import estimate_tokens
 from gateway.dialects.registry import codec_for

@@ -29,6 +29,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gateway.settings import PriceSettings, ProviderSettings
+from gateway.upstream import identity_of
 
 log = logging.getLogger("gateway.prices")
 
