@@ -180,6 +180,16 @@ class Identity:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelAction:
+    """One ``{model}:{action}`` of a ``model_action`` route: a model call (``stream`` set by the
+    action) or a token count."""
+
+    name: str
+    kind: Literal["call", "count"] = "call"
+    stream: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CallerRoute:
     """One path the gateway serves to this dialect's callers (gateway/app.py builds its route
     table from these). ``kind``: ``call`` a model call, ``count`` token counting
@@ -189,6 +199,7 @@ class CallerRoute:
     path: str
     kind: Literal["call", "count", "stored", "model_action"] = "call"
     methods: tuple[str, ...] = ("POST",)
+    actions: tuple[ModelAction, ...] = ()  # model_action only
 
 
 class ModelListing(Protocol):

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.dialects.base import CallerRoute, UpstreamCall
+from gateway.dialects.base import CallerRoute, ModelAction, UpstreamCall
 
 from .request_build import model_path
 
+ACTIONS = (ModelAction("generateContent", stream=False), ModelAction("streamGenerateContent", stream=True), ModelAction("countTokens", "count"))
 # the SDKs use v1beta; google-genai without an explicit api_version asks for v1
-ROUTES = tuple(CallerRoute(f"/{version}/models/{{target:path}}", "model_action") for version in ("v1beta", "v1"))
-ACTIONS = {"generateContent": "call", "streamGenerateContent": "call", "countTokens": "count"}
-STREAMING_ACTION = "streamGenerateContent"
+ROUTES = tuple(CallerRoute(f"/{version}/models/{{target:path}}", "model_action", actions=ACTIONS) for version in ("v1beta", "v1"))
 
 
 def recognises(path: str, header_names: Any, query_keys: Any) -> bool:
