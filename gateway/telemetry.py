@@ -240,7 +240,7 @@ class Telemetry:
 
         jobs = [self.processor.shutdown]
         if self.metrics is not None:
-            jobs.append(lambda: self.metrics.shutdown(self.shutdown_seconds * 1000))  # type: ignore[union-attr]
+            jobs.append(lambda: self.metrics.shutdown(self.shutdown_seconds * 1000))
         workers = [threading.Thread(target=run, args=(job,), name="gateway-telemetry-shutdown", daemon=True) for job in jobs]
         for worker in workers:
             worker.start()
@@ -409,14 +409,14 @@ class RequestTrace:
             attrs["error.type"] = attempt.error = error
         metrics = self.tel.metrics
         if metrics is not None:
-            key = tuple(self.attempt_attrs.items())
+            labels = tuple(self.attempt_attrs.items())
             if error:
-                key += (("error.type", error),)
-            measured = [(DURATION, time.perf_counter() - self.attempt_started, key)]
+                labels += (("error.type", error),)
+            measured: list[tuple[str, float, tuple[tuple[str, Any], ...]]] = [(DURATION, time.perf_counter() - self.attempt_started, labels)]
             if record.input_tokens is not None:
-                measured.append((TOKENS, record.input_tokens, key + (("gen_ai.token.type", "input"),)))
+                measured.append((TOKENS, record.input_tokens, labels + (("gen_ai.token.type", "input"),)))
             if record.output_tokens is not None:
-                measured.append((TOKENS, record.output_tokens, key + (("gen_ai.token.type", "output"),)))
+                measured.append((TOKENS, record.output_tokens, labels + (("gen_ai.token.type", "output"),)))
             if self.ttfc is not None:
-                measured.append((TTFC, self.ttfc, key))
+                measured.append((TTFC, self.ttfc, labels))
             metrics.record_all(measured)

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from gateway.app import create_app
+from gateway.dialects import registry
 from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
 
-UPSTREAM_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
+UPSTREAM_DIALECTS = list(registry.UPSTREAM_DIALECTS)  # every dialect a provider may speak
 
 
 def word_model(dialect: str, scenario: str) -> str:

@@ -2,7 +2,7 @@
 
 A codec is the only place that knows its wire format. It converts, in both directions:
 
-* requests: caller JSON → ``ChatRequest`` (``parse_request``) and ``ChatRequest`` → upstream HTTP
+* requests: caller JSON → ``ChatRequest`` (``parse_request``) and ``ChatRequest`` → upstream
   call (``build_request``; the gateway always asks upstreams for a stream, see relay.py);
 * streams: upstream SSE frames → events (``stream_decoder``) and events → caller bytes
   (``stream_encoder``);
@@ -12,7 +12,52 @@ A codec is the only place that knows its wire format. It converts, in both direc
   caller status + body (``render_error``);
 * the same-dialect fast path (``fast_path``, a ``FastPathRules``, usually declared in the
   package's ``fast_path.py``): where its frames name the model, which frames hold the stop
-  reason, and, optionally, how a cut stream is closed in its own numbering.
+  reason, optionally how a cut stream is closed in its own numbering and its own usage chunk.
+
+It also answers every other question the gateway asks of a dialect, so nothing outside the
+package names it: its auth headers (``auth_headers``), its names outside the gateway
+(``identity``: OpenTelemetry, genai-prices), the paths its callers use (``routes``) and how their
+SDK is recognised (``recognises``), the rate-limit headers its SDK reads (``rate_limit_headers``),
+what its builder cannot carry (``limits``, ``params``). Optional parts are typed ``X | None``
+members or named Protocols, never looked up with ``getattr``:
+
+* ``models: ModelListing | None``: the ``GET /v1/models`` shapes (caller side);
+* ``counting: TokenCounting | None``: the token-count endpoint's body and answer, and the
+  provider's own counting call where it has one;
+* ``stored: StoredObjects | None``: the provider keeps answers by id (a policy object, the
+  package's ``stored.py``): ids, which requests detach or persist, what a ``GET`` answers, resume;
+* ``Resumable`` (``isinstance(codec, Resumable)``): a dropped upstream stream can be continued.
+
+Adding a dialect
+----------------
+1. A package ``gateway/dialects/<name>/`` (module name with ``_`` for ``-``):
+
+   * ``__init__.py``: the codec class and ``CODEC``; its docstring says what the dialect is;
+   * ``request_parse.py`` / ``request_build.py``: caller JSON → ``ChatRequest`` → upstream call;
+   * ``stream_decode.py`` / ``stream_encode.py``: frames ⇄ events (the order of ``gateway/events.py``);
+   * ``whole.py``: non-streamed bodies both ways; ``errors.py``: error bodies both ways;
+   * ``stop_reasons.py``, ``usage.py``: the mappings to the canonical ``End`` / ``Usage``
+     (``None`` where the wire does not say);
+   * ``fields.py``: ``LIMITS`` (what the builder cannot carry: gateway/carry.py) and ``PARAMS``;
+   * ``fast_path.py``: its ``FastPathRules``;
+   * ``caller.py`` (a caller dialect): ``ROUTES``, ``recognises`` and, if it has them, the model
+     list and token-count shapes; ``stored.py`` (a dialect with server-side state): its policy;
+     ``ratelimit.py`` if its SDK reads rate-limit headers.
+
+   An upstream-only dialect (no caller endpoint) has ``routes = ()``, ``recognises`` always
+   False and ``models`` / ``counting`` / ``stored`` / ``rate_limit_headers`` None.
+2. One line in ``gateway/dialects/registry.py``'s ``MODULES``, placed by how specific its
+   ``recognises`` is (asked in that order; OpenAI Chat, which recognises anything, stays last).
+   Settings (a provider's ``dialect``), the route table (gateway/app.py) and the tests' dialect
+   lists (tests/conftest.py ``UPSTREAM_DIALECTS``, tests/test_matrix.py) follow from it.
+3. ``mypy --strict`` on the package: the codec must satisfy ``Codec`` below (``registry.codec_for``
+   returns it as one), which names every member the pipeline reads.
+4. Tests: ``tests/dialects/<name>/`` (or ``tests/dialects/test_<name>_*.py``) for the decoder and
+   encoder over the recorded streams in ``captures-public/<name>/`` (skip cleanly when absent), the
+   request parser and builder, stop reasons and usage; the fake upstream of tests/support/
+   must speak it (``tests/support/fake_upstream.py``) for the caller × upstream matrix
+   (tests/test_matrix.py), which then covers it with every other dialect.
+5. Nothing else outside the package: README/CONTRACT.md list the dialects for users.
 """
 
 from __future__ import annotations
@@ -44,8 +89,8 @@ class UpstreamCall:
     """One HTTP request to an upstream, relative to the provider's ``base_url``.
 
     ``path`` is appended to the base URL as the provider's own SDK would (for example
-    ``/chat/completions`` after ``https://api.openai.com/v1``). Auth headers are added by
-    upstream.py, never here.
+    ``/chat/completions`` after ``https://api.openai.com/v1``). Auth headers are the provider's
+    (``Codec.auth_headers`` through the platform, upstream.py), never here.
     """
 
     path: str

@@ -13,6 +13,7 @@ the finish chunk, as some compatible servers do), so the stream ends as OpenAI's
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 
@@ -48,7 +49,7 @@ class UsageChunks:
         except orjson.JSONDecodeError:
             last = {}
         last = last if isinstance(last, dict) else {}
-        chunk = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": caller_model, "choices": [], "usage": to_chat(usage)}
+        chunk: dict[str, Any] = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": caller_model, "choices": [], "usage": to_chat(usage)}
         return encode_frame(orjson.dumps(chunk))
 
 
