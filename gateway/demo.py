@@ -114,6 +114,8 @@ KIND = "demo"  # ``transport = "demo"``; a provider's ``dialect = "demo"`` means
 DIALECT = "openai-chat"  # the wire format the stand-in answers in
 BASE_URL = "http://demo.invalid"  # never resolved: every call ends in DemoTransport
 IDENTITY = Identity(otel_provider="gateway.demo")  # gen_ai.provider.name of its spans; no prices
+PROVIDER = {"name": KIND, "dialect": KIND}  # in the configuration used without a file (settings.py)
+ROUTES = ({"model": KIND, "provider": KIND}, {"model": KIND + "-*", "provider": KIND})
 _FINISH = {"stop": "stop", "length": "length", "tool_use": "tool_calls"}
 
 

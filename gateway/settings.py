@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-Dialect = str  # a name in gateway/dialects/registry.py (checked by ProviderSettings._known_dialect), or "demo"
+Dialect = str  # a name in gateway/dialects/registry.py (checked by ProviderSettings._known_dialect), or the demo's
 # "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
 # "always": every one ends with it (clients that index choices[0] on every chunk break on it).
 StreamUsage = Literal["asked", "always"]
@@ -153,11 +153,11 @@ class ProviderSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _demo_is_a_transport(cls, data: Any) -> Any:
-        """``dialect = "demo"`` (CONTRACT.md) is the demo stand-in: a provider of the dialect it
+        """The demo's dialect name (CONTRACT.md) is the demo stand-in: a provider of the dialect it
         answers in, over its transport (gateway/demo.py)."""
-        if isinstance(data, dict) and data.get("dialect") == "demo":
-            from gateway import demo
+        from gateway import demo
 
+        if isinstance(data, dict) and data.get("dialect") == demo.KIND:
             data = {"base_url": demo.BASE_URL, **data, "dialect": demo.DIALECT, "transport": demo.KIND}
         return data
 
@@ -315,21 +315,18 @@ class Settings(BaseSettings):
 
 
 def embedded_default() -> dict[str, Any]:
-    """The configuration used when no file is given: demo, plus providers for keys in the env."""
-    providers: list[dict[str, Any]] = [{"name": "demo", "dialect": "demo"}]
-    routes: list[dict[str, Any]] = [
-        {"model": "demo", "provider": "demo"},
-        {"model": "demo-*", "provider": "demo"},
-    ]
-    if os.environ.get("OPENAI_API_KEY"):
-        providers.append({"name": "openai", "dialect": "openai-chat", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"})
-        routes += [{"model": p, "provider": "openai"} for p in ("gpt-*", "o1*", "o3*", "o4*")]
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        providers.append({"name": "anthropic", "dialect": "anthropic", "base_url": "https://api.anthropic.com", "api_key_env": "ANTHROPIC_API_KEY"})
-        routes.append({"model": "claude-*", "provider": "anthropic"})
-    if os.environ.get("GEMINI_API_KEY"):
-        providers.append({"name": "gemini", "dialect": "gemini", "base_url": "https://generativelanguage.googleapis.com", "api_key_env": "GEMINI_API_KEY"})
-        routes.append({"model": "gemini-*", "provider": "gemini"})
+    """The configuration used when no file is given: demo, plus the provider's own API of each
+    dialect that has one (``Codec.own_api``) whose key is in the environment."""
+    from gateway import demo
+    from gateway.dialects.registry import UPSTREAM_DIALECTS, codec_for
+
+    providers: list[dict[str, Any]] = [dict(demo.PROVIDER)]
+    routes: list[dict[str, Any]] = [dict(r) for r in demo.ROUTES]
+    for dialect in UPSTREAM_DIALECTS:
+        own = codec_for(dialect).own_api
+        if own is not None and os.environ.get(own.key_env):
+            providers.append({"name": own.provider, "dialect": dialect, "base_url": own.base_url, "api_key_env": own.key_env})
+            routes += [{"model": m, "provider": own.provider} for m in own.models]
     return {"providers": providers, "routes": routes}
 
 

@@ -44,6 +44,7 @@ from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.history import messages_from_json, messages_to_json, reply_message
 from gateway.ir import ChatRequest, Message
+from gateway.source import EventSource
 from gateway.reply import Reply, ReplyBuilder
 from gateway.store import OwnerGone, Store
 from gateway.stream_writer import StreamWriter
@@ -320,13 +321,12 @@ class Stateful:
                     meter.release()
 
     @staticmethod
-    def _with_usage_so_far(source: Any, known: Usage, events: list[Event]) -> list[Event]:
+    def _with_usage_so_far(source: EventSource, known: Usage, events: list[Event]) -> list[Event]:
         """A generation ending in error (cancelled, cut, timed out) keeps the usage its upstream
         reported so far, also where the dialect holds usage back until its end (Gemini): the
         source's ``usage_so_far`` goes in as a ``Usage`` just before the error, so the stored
         object, the caller's last events and the access record all show it."""
-        so_far = getattr(source, "usage_so_far", None)  # EventSource.usage_so_far, where sources have it
-        usage = so_far() if so_far is not None else None
+        usage = source.usage_so_far()
         if usage is None or usage == known or any(type(e) is Usage for e in events):
             return events
         return events[:-1] + [usage, events[-1]]

@@ -103,7 +103,7 @@ class Provider:
     @property
     def limits(self) -> Sequence[Limit]:
         """What this provider cannot carry: its dialect's limits; none for a stand-in, which
-        answers anything (``transport = "demo"``)."""
+        answers anything (the demo's transport, gateway/demo.py)."""
         return () if self.settings.transport == demo.KIND else codec_for(self.settings.dialect).limits
 
     def start(self) -> None:

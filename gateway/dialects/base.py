@@ -225,6 +225,17 @@ class Identity:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnAPI:
+    """The provider's own public API, which the configuration used without a file adds when its
+    key is in the environment (gateway/settings.py ``embedded_default``)."""
+
+    provider: str  # the provider's name there
+    base_url: str
+    key_env: str
+    models: tuple[str, ...]  # the model globs routed to it
+
+
+@dataclass(frozen=True, slots=True)
 class ModelAction:
     """One ``{model}:{action}`` of a ``model_action`` route: a model call (``stream`` set by the
     action) or a token count."""
@@ -356,6 +367,7 @@ class Codec(Protocol):
     models: ModelListing | None  # caller-facing model list
     counting: TokenCounting | None
     stored: StoredObjects | None  # the provider keeps answers by id
+    own_api: OwnAPI | None  # served without a config file when its key is set
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         """Whether a request (its path, lower-cased header names, query keys) comes from this

@@ -12,7 +12,7 @@ from typing import Any
 
 from collections.abc import Collection
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -38,6 +38,7 @@ class GeminiCodec:
         self.rate_limit_headers: RateLimitHeaders | None = None
         self.models: ModelListing | None = caller.MODELS
         self.counting: TokenCounting | None = caller.COUNTING
+        self.own_api: OwnAPI | None = OwnAPI("gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", ("gemini-*",))
         self.stored: StoredObjects | None = None
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:

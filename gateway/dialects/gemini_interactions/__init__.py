@@ -12,7 +12,7 @@ from typing import Any
 
 from collections.abc import Collection
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -41,6 +41,7 @@ class InteractionsCodec:
         self.rate_limit_headers: RateLimitHeaders | None = None
         self.models: ModelListing | None = None
         self.counting: TokenCounting | None = None
+        self.own_api: OwnAPI | None = None
         self.stored: StoredObjects | None = STORED
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:

@@ -34,7 +34,7 @@ from typing import Any
 
 from collections.abc import Collection
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -59,6 +59,7 @@ class OpenAIChatCodec:
         self.rate_limit_headers: RateLimitHeaders | None = ratelimit.headers
         self.models: ModelListing | None = caller.MODELS
         self.counting: TokenCounting | None = None
+        self.own_api: OwnAPI | None = OwnAPI("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", ("gpt-*", "o1*", "o3*", "o4*"))
         self.stored: StoredObjects | None = None
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:

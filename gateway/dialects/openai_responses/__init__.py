@@ -10,7 +10,7 @@ from typing import Any
 
 from collections.abc import Collection
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -38,6 +38,7 @@ class ResponsesCodec:
         self.rate_limit_headers: RateLimitHeaders | None = openai_ratelimit.headers
         self.models: ModelListing | None = None
         self.counting: TokenCounting | None = caller.COUNTING
+        self.own_api: OwnAPI | None = None
         self.stored: StoredObjects | None = STORED
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
