@@ -126,8 +126,14 @@ class HttpEventSource(EventSource):
                 try:
                     frames = self._sse.feed(chunk)
                 except FramerError as exc:  # a platform's exception frame, a bad checksum
-                    self.done = True
-                    return [exc.error]
+                    self.done = self.synthetic = True  # no frame of the upstream carries this error
+                    before: list[Event] = []
+                    for frame in exc.frames:  # completed in the same read, before the failure
+                        produced = feed(frame)
+                        if keep:
+                            self._frames.append((frame, produced))
+                        before += produced
+                    return [*before, exc.error]
             events: list[Event] = []
             if until_content:
                 for i, frame in enumerate(frames):

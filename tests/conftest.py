@@ -21,7 +21,10 @@ from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
 
-UPSTREAM_DIALECTS = list(registry.UPSTREAM_DIALECTS)  # every dialect a provider may speak
+# Every dialect a provider may speak that the fake upstream speaks too. Bedrock Converse is spoken
+# only on its platform (SigV4, eventstream): tests/dialects/bedrock_converse/test_e2e.py.
+NOT_FAKED = {"bedrock-converse"}
+UPSTREAM_DIALECTS = [d for d in registry.UPSTREAM_DIALECTS if d not in NOT_FAKED]
 
 
 def word_model(dialect: str, scenario: str) -> str:

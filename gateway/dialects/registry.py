@@ -20,6 +20,7 @@ MODULES = {
     "gemini": "gateway.dialects.gemini",
     "openai-responses": "gateway.dialects.openai_responses",
     "openai-chat": "gateway.dialects.openai_chat",
+    "bedrock-converse": "gateway.dialects.bedrock_converse",  # upstream only: no caller route
 }
 FALLBACK_CALLER = "openai-chat"  # the shape of an answer to a caller no codec recognises
 

@@ -54,11 +54,13 @@ class Framer(Protocol):
 class FramerError(Exception):
     """Raised by ``Framer.feed`` for what ends the stream in the framing itself: a platform's
     exception frame after the 200 (Bedrock ``throttlingException``), a bad checksum. The event
-    source ends the stream with ``error`` (never garbage, never a silent end)."""
+    source ends the stream with ``error`` (never garbage, never a silent end). ``frames``: those
+    the same ``feed`` completed before it, decoded first (a read may bring both)."""
 
-    def __init__(self, error: StreamError) -> None:
+    def __init__(self, error: StreamError, frames: list[SSEFrame] | None = None) -> None:
         super().__init__(error.message)
         self.error = error
+        self.frames = frames or []
 
 
 class ConfigError(ValueError):
