@@ -4,7 +4,8 @@ The caller's key never reaches this module: headers sent upstream are built here
 provider's own key plus the few provider headers a codec chose to forward (``UpstreamCall.headers``).
 
 The client runs over the gateway's transport (``http_transport.GatewayTransport``) unless the
-provider says ``transport = "httpx"`` (httpx's own: HTTP/2, SOCKS, proxies from the environment).
+provider says ``transport = "httpx"`` (httpx's own: HTTP/2, SOCKS, proxies from the environment),
+or is the demo, whose transport is a stand-in that never opens a socket (gateway/demo.py).
 What is the same for every request of a provider is built once in ``start``: the static and auth
 headers as an ``httpx.Headers``, the timeouts, and each distinct URL as an ``httpx.URL`` (cached by
 path, so a request parses none). Requests are built as ``httpx.Request`` directly rather than
