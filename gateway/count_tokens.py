@@ -65,6 +65,8 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
 
     built = codec_for(provider.dialect).build_request(req, target.upstream_model, BuildOptions(default_max_tokens=provider.settings.default_max_tokens))
     call = counting.upstream_call(built, target.upstream_model)
+    if call is not None:
+        call = provider.platform.count_call(call, target.upstream_model, provider.settings)  # Vertex: its own routes
     if call is None:
         return None
     try:

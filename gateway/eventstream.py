@@ -55,6 +55,7 @@ HeaderValue = bool | int | bytes | str
 EXCEPTIONS: dict[str, tuple[str, int]] = {
     "throttlingexception": ("rate_limit", 429),
     "servicequotaexceededexception": ("rate_limit", 429),
+    "modelnotreadyexception": ("rate_limit", 429),
     "modelstreamerrorexception": ("bad_gateway", 502),
     "modelerrorexception": ("bad_gateway", 502),
     "internalserverexception": ("api_error", 500),
