@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def caller_dialect(request: Request) -> str:
     """The caller's dialect, if it has a model-list shape (else the fallback's, OpenAI)."""
-    names = {k.encode("latin-1") for k in request.headers.keys()}
+    names = {k.encode("latin-1") for k in request.headers}
     dialect = guess_caller(request.url.path, names, request.query_params.keys())
     return dialect if codec_for(dialect).models is not None else FALLBACK_CALLER
 

@@ -44,8 +44,8 @@ from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.history import messages_from_json, messages_to_json, reply_message
 from gateway.ir import ChatRequest, Message
-from gateway.source import EventSource
 from gateway.reply import Reply, ReplyBuilder
+from gateway.source import EventSource
 from gateway.store import OwnerGone, Store
 from gateway.stream_writer import StreamWriter
 

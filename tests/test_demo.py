@@ -80,5 +80,5 @@ def test_dialect_demo_is_the_demo_transport() -> None:
 def test_an_unknown_dialect_is_refused_naming_the_known_ones() -> None:
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="unknown dialect 'nope'.*openai-chat.*demo"):
+    with pytest.raises(ValidationError, match=r"unknown dialect 'nope'.*openai-chat.*demo"):
         ProviderSettings(name="p", dialect="nope")

@@ -8,9 +8,8 @@ whole.py, usage.py, stop_reasons.py, errors.py.
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Collection
+from typing import Any
 
 from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError

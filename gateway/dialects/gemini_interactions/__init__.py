@@ -8,9 +8,8 @@ writes carries ``event_id`` = ``event_id_for(n)`` (``parse_event_id`` reads ``n`
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Collection
+from typing import Any
 
 from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError

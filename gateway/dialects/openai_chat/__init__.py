@@ -30,9 +30,8 @@ block's signature is the one carried. A signature with no tool call after it
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Collection
+from typing import Any
 
 from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
@@ -40,9 +39,8 @@ from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import caller, errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, ratelimit, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
-from . import ratelimit
 from .stream_decode import ChatStreamDecoder
 from .stream_encode import ChatStreamEncoder
 

@@ -6,11 +6,11 @@ are refused with a 400; reasoning round-trips through ``encrypted_content`` inst
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from collections.abc import Collection
-
 from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.openai_chat import ratelimit as openai_ratelimit
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -18,7 +18,6 @@ from gateway.reply import Reply
 
 from . import caller, errors, fields, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
-from gateway.dialects.openai_chat import ratelimit as openai_ratelimit
 from .stored import STORED
 from .stream_decode import ResponsesStreamDecoder
 from .stream_encode import ResponsesStreamEncoder
