@@ -467,3 +467,16 @@ def test_an_anthropic_callers_whole_assistant_turn_goes_back_as_it_came(gateway:
         {"reasoningContent": {"redactedContent": "RXFvQkNrZ0lCeEFCR0FJaVFMcVU1ZGRq"}},
         {"text": "925 ÷ 5 = 185"},
     ]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_the_matched_stop_sequence_reaches_an_anthropic_caller(gateway: ServerThread, stream: bool) -> None:
+    """cache_usage.json ends on ``stop_sequence`` with ``additionalModelResponseFields.stop_sequence = "END"``."""
+    client = anthropic_client(gateway.url)
+    kwargs: Any = {"model": route_model("cache_usage"), "max_tokens": 64, "stop_sequences": ["END"], "messages": [{"role": "user", "content": USER}]}
+    if stream:
+        with client.messages.stream(**kwargs) as s:
+            message = s.get_final_message()
+    else:
+        message = client.messages.create(**kwargs)
+    assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "END")
