@@ -443,11 +443,6 @@ def test_the_folded_whole_reply_matches_the_stream_fixture() -> None:
     assert base64.b64decode(reasoning[1]["reasoningContent"]["redactedContent"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a redacted_thinking block reaches an Anthropic caller with its raw data, not packed with its origin "
-    "(gateway/signatures.py), so it comes back as Anthropic's and the Converse builder leaves it out; "
-    "the fix is in the anthropic dialect's encoders and request_parse"
-))
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 def test_an_anthropic_callers_whole_assistant_turn_goes_back_as_it_came(gateway: ServerThread, double: BedrockDouble, stream: bool) -> None:
     """The SDK's usual loop — append ``message.content`` as the assistant turn — returns the signed

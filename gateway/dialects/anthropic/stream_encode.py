@@ -197,7 +197,7 @@ class AnthropicStreamEncoder:
         elif block.kind == "thinking":
             content = {"type": "thinking", "thinking": "", "signature": ""}
         elif block.kind == "redacted_thinking":
-            content = {"type": "redacted_thinking", "data": block.data or ""}
+            content = {"type": "redacted_thinking", "data": for_caller(DIALECT, self._ctx.upstream_dialect, block.data or "")}
         else:
             content = {"type": "text", "text": ""}
         dtype, field = _DELTA.get(block.kind, (b"text_delta", b"text"))

@@ -92,7 +92,8 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
             signature = for_caller(DIALECT, ctx.upstream_dialect, block.signature) if block.signature else ""
             content.append({"type": "thinking", "thinking": block.text, "signature": signature})
         elif block.kind == "redacted_thinking":
-            content.append({"type": "redacted_thinking", "data": block.data or ""})
+            # packed with its origin like a signature: it is only valid where it was made
+            content.append({"type": "redacted_thinking", "data": for_caller(DIALECT, ctx.upstream_dialect, block.data or "")})
     end = reply.end or End("stop")
     return {
         "id": reply.id if same and reply.id else new_id("msg_"),
