@@ -27,7 +27,7 @@ import re
 import orjson
 
 from gateway.dialects.base import StreamEncoder
-from gateway.dialects.openai_chat.usage import to_chat
+from gateway.dialects.openai_chat.usage import render_usage as to_chat
 from gateway.dialects.registry import codec_for
 from gateway.events import End, Event, StreamError, Usage
 from gateway.model_rename import ModelRenamer
