@@ -26,6 +26,7 @@ from gateway.edge import EdgeGuard, error_response, scope_dialect
 from gateway.errors import GatewayError
 from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
+from gateway.platforms import check_platforms
 from gateway.relay import Relay
 from gateway.router import Router
 from gateway.routing import Routing
@@ -165,6 +166,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
 
 
 def create_state(settings: Settings) -> GatewayState:
+    check_platforms(settings)  # settings complete, each platform's extra installed: fail now, naming it
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
