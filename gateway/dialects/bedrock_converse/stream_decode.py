@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
+from gateway.dialects.kit import bad_frame, frame_object
 from gateway.events import (
     BlockKind,
     BlockStart,
@@ -46,8 +46,8 @@ from gateway.events import (
 from gateway.sse import SSEFrame
 
 from .errors import is_exception, stream_error
-from .stop_reasons import from_converse
-from .usage import from_converse as usage_from_converse
+from .stop_reasons import map_stop_reason
+from .usage import convert_usage
 
 DIALECT = "bedrock-converse"
 _SKIPPED = -1
@@ -80,18 +80,15 @@ class ConverseStreamDecoder:
         if self._done:
             return []
         event = frame.event or ""
-        try:
-            data = orjson.loads(frame.data)
-        except orjson.JSONDecodeError:
-            data = None
+        data = frame_object(frame)
         if event == "contentBlockDelta" and self._started and isinstance(data, dict):
             return self._delta(data)  # the hot path: most frames are deltas
         if is_exception(event):
             self._done = True
             return self._lead([stream_error(event, data)])
-        if not isinstance(data, dict):
+        if data is None:
             self._done = True
-            return self._lead([StreamError("bad_gateway", f"upstream sent a {event or 'nameless'} event whose payload is not a JSON object", 502)])
+            return self._lead([bad_frame(frame, DIALECT)])
         if event == "contentBlockDelta":
             return self._lead(self._delta(data))
         if event == "contentBlockStart":
@@ -231,7 +228,7 @@ class ConverseStreamDecoder:
         return self._close_blocks()
 
     def _metadata(self, data: dict[str, Any]) -> list[Event]:
-        usage = usage_from_converse(data.get("usage"))
+        usage = convert_usage(data.get("usage"))
         events: list[Event] = []
         if usage is not None:
             self._usage = usage
@@ -240,5 +237,5 @@ class ConverseStreamDecoder:
             return events  # usage ahead of messageStop: not the end yet
         self._done = True
         events += self._close_blocks()
-        events.append(End(from_converse(self._reason), self._reason, self._sequence))
+        events.append(End(map_stop_reason(self._reason), self._reason, self._sequence))
         return events
