@@ -37,7 +37,7 @@ DIALECT = "anthropic"
 
 
 class AnthropicStreamDecoder:
-    __slots__ = ("_started", "_done", "_usage", "_seen", "_blocks", "_stop_reason", "_stop_sequence")
+    __slots__ = ("_started", "_done", "_usage", "_seen", "_blocks", "_live", "_stop_reason", "_stop_sequence")
 
     def __init__(self) -> None:
         self._started = False
@@ -45,6 +45,7 @@ class AnthropicStreamDecoder:
         self._usage = UsageState()
         self._seen: set[int] = set()  # upstream indices started, skipped ones included
         self._blocks = Blocks()  # keyed by the upstream index
+        self._live = self._blocks.live  # read per delta (the same dict, never replaced)
         self._stop_reason: str | None = None
         self._stop_sequence: str | None = None
 
@@ -156,7 +157,7 @@ class AnthropicStreamDecoder:
     def _delta(self, data: dict[str, Any]) -> list[Event]:
         upstream = data.get("index")
         try:
-            index = self._blocks.live.get(upstream)
+            index = self._live.get(upstream)
         except TypeError:  # an unhashable "index" (a list, an object) names no block
             return []
         if index is None:  # never started, skipped, or stopped

@@ -64,7 +64,7 @@ def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError 
 
 
 class InteractionsStreamDecoder:
-    __slots__ = ("_started", "_finished", "_held", "_steps", "_blocks", "_saw_call", "_usage", "interaction_id", "last_event_id")
+    __slots__ = ("_started", "_finished", "_held", "_steps", "_blocks", "_live", "_saw_call", "_usage", "interaction_id", "last_event_id")
 
     def __init__(self) -> None:
         self._started = False
@@ -72,6 +72,7 @@ class InteractionsStreamDecoder:
         self._held: End | None = None  # End waiting for [DONE]
         self._steps: dict[int, BlockKind] = {}  # step index -> its block's kind, for every step started
         self._blocks = Blocks()  # keyed by the step index
+        self._live = self._blocks.live  # read per delta (the same dict, never replaced)
         self._saw_call = False
         self._usage: Usage | None = None  # the latest usage a status update or the completion stated
         # where to resume the upstream if its connection drops (see InteractionsCodec.resume_call)
@@ -94,10 +95,12 @@ class InteractionsStreamDecoder:
         event_id = data.get("event_id")
         if isinstance(event_id, str):
             self.last_event_id = event_id
-        created = data.get("interaction") if kind == "interaction.created" else None
-        if isinstance(created, dict):
-            iid = created.get("id")
-            self.interaction_id = iid if isinstance(iid, str) else None
+        created = None
+        if kind == "interaction.created":
+            created = data.get("interaction")
+            if isinstance(created, dict):
+                iid = created.get("id")
+                self.interaction_id = iid if isinstance(iid, str) else None
         out: list[Event] = []
         if self._held is not None:
             if kind != "interaction.status_update":
@@ -196,7 +199,7 @@ class InteractionsStreamDecoder:
         seen = self._steps.get(idx)
         if seen is None:
             return self._open_block(idx, kind, out)
-        return self._blocks.live.get(idx) if seen == kind else None
+        return self._live.get(idx) if seen == kind else None
 
     def _delta(self, data: dict[str, Any], out: list[Event]) -> None:
         idx, delta = data.get("index"), data.get("delta")
@@ -208,7 +211,7 @@ class InteractionsStreamDecoder:
             text = delta.get("text")
             if isinstance(text, str) and text:
                 seen = self._steps.get(idx)
-                block = self._open_block(idx, "text", out) if seen is None else self._blocks.live.get(idx) if seen == "text" else None
+                block = self._open_block(idx, "text", out) if seen is None else self._live.get(idx) if seen == "text" else None
                 if block is not None:
                     out.append(TextDelta(block, text))
         elif typ == "thought_summary":
@@ -225,7 +228,7 @@ class InteractionsStreamDecoder:
                     out.append(SignatureDelta(block, sig))
         elif typ == "arguments_delta":
             frag = delta.get("arguments")
-            block = self._blocks.live.get(idx) if self._steps.get(idx) == "tool_call" else None
+            block = self._live.get(idx) if self._steps.get(idx) == "tool_call" else None
             if block is not None and isinstance(frag, str) and frag:
                 out.append(ToolArgsDelta(block, frag))
         else:
