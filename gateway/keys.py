@@ -35,7 +35,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LIMIT_FIELDS = ("models", "budget_usd", "budget_period", "rpm", "tpm", "max_parallel", "expires_at", "refuse_unpriced")
 
 
-def check_name(name: str) -> str:
+def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError("a key name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     return name

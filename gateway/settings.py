@@ -267,7 +267,9 @@ class TelemetrySettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")
+    # hide_input_in_errors: a config error names the field and the rule, never echoes values (an
+    # inline api_key is one)
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True)
 
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
@@ -292,6 +294,13 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment beats the file (init kwargs carry the file's contents).
         return (env_settings, init_settings)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Settings:
+        """The cross-checks (names unique, routes naming known providers …) run here, not in the
+        loader: a ``Settings(...)`` built in code is as checked as a loaded file."""
+        validate_references(self)
+        return self
 
 
 def embedded_default() -> dict[str, Any]:
@@ -325,12 +334,10 @@ def config_path(explicit: str | None) -> Path | None:
 
 
 def load_settings(path: str | Path | None = None, *, use_default_search: bool = True) -> Settings:
-    """Load the TOML file (or the embedded default) and apply env overrides; validate references."""
+    """Load the TOML file (or the embedded default) and apply env overrides (the model validates)."""
     resolved = config_path(str(path) if path else None) if use_default_search or path else None
     data = tomllib.loads(Path(resolved).read_text()) if resolved else embedded_default()
-    settings = Settings(**data)
-    validate_references(settings)
-    return settings
+    return Settings(**data)
 
 
 def validate_references(settings: Settings) -> None:

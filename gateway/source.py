@@ -171,6 +171,7 @@ class HttpEventSource(EventSource):
         call = resume_call(self._decoder) if resume_call is not None and self._resumes < 2 else None
         if call is None:
             return False
+        call = self._provider.platform.adapt(call, "", self._provider.settings)  # the platform's path (Vertex: /v1beta1/projects/…)
         self._resumes += 1
         await self._reads.aclose()
         await self._provider.close_response(self._response)

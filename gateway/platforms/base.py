@@ -89,6 +89,11 @@ class Platform:
         """The codec's call as this platform wants it (path, query, body). Direct: unchanged."""
         return call
 
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+        """The codec's token-counting call (Anthropic ``count_tokens``, Gemini ``countTokens``) as
+        this platform wants it; None: no counting route on this platform (the gateway estimates)."""
+        return call if self.name == "direct" else None
+
     def headers(self, s: ProviderSettings) -> dict[str, str]:
         """Static headers that authenticate (and version) every request: the dialect's own."""
         return codec_for(s.dialect).auth_headers(s.key())

@@ -104,6 +104,12 @@ def model_path(model: str, stream: bool) -> str:
     return f"/model/{quote(model, safe='')}/{action}"
 
 
+# Top-level Messages fields absent from Bedrock's InvokeModel body schema (Bedrock answers "Extra
+# inputs are not permitted"): dropped and reported. ``metadata`` carries only ``user_id``, advisory.
+UNSUPPORTED_FIELDS = ("metadata", "service_tier", "container", "inference_geo")
+# Fields Bedrock takes only with their beta named in ``anthropic_beta``: the beta is added.
+BETA_GATED = {"context_management": "context-management-2025-06-27", "output_config": "effort-2025-11-24"}
+
 # The same feature under Bedrock's own beta name (Claude Code sends the first-party name to a
 # gateway that looks like api.anthropic.com).
 RENAMED_BETAS = {"advanced-tool-use-2025-11-20": "tool-search-tool-2025-10-19"}
@@ -153,11 +159,17 @@ class Bedrock(Platform):
         headers = {k: v for k, v in call.headers.items() if k.lower() not in ("anthropic-beta", "anthropic-version")}
         beta = next((v for k, v in call.headers.items() if k.lower() == "anthropic-beta"), None)
         kept, dropped = split_betas(beta)
+        for name in UNSUPPORTED_FIELDS:
+            if body.pop(name, None) is not None:
+                dropped.append(name)
+        for name, gate in BETA_GATED.items():
+            if name in body and gate not in kept:
+                kept.append(gate)
         if kept:
             body["anthropic_beta"] = kept
         return UpstreamCall(
             model_path(upstream_model, stream), body, params=call.params, headers=headers, method=call.method,
-            dropped=[*call.dropped, *(f"anthropic_beta:{b}" for b in dropped)],
+            dropped=[*call.dropped, *(b if b in UNSUPPORTED_FIELDS else f"anthropic_beta:{b}" for b in dropped)],
         )
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:

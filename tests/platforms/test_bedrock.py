@@ -348,3 +348,18 @@ def test_first_party_beta_names_become_bedrock_ones() -> None:
     kept, dropped = split_betas("advanced-tool-use-2025-11-20, tool-search-tool-2025-10-19,claude-code-20250219,,context-1m-2025-08-07")
     assert kept == ["tool-search-tool-2025-10-19", "context-1m-2025-08-07"]
     assert dropped == ["claude-code-20250219"]
+
+
+def test_fields_bedrock_refuses_are_dropped_and_gated_ones_get_their_beta() -> None:
+    from gateway.dialects.base import UpstreamCall
+    from gateway.platforms.bedrock import PLATFORM
+    from gateway.settings import ProviderSettings
+
+    s = ProviderSettings(name="b", dialect="anthropic", platform="bedrock", region="us-east-1", api_key="k")
+    body = {"model": "text", "stream": True, "max_tokens": 5, "messages": [], "metadata": {"user_id": "u"},
+            "service_tier": "auto", "output_config": {"effort": "low"}}
+    call = PLATFORM.adapt(UpstreamCall("/v1/messages", body, headers={"anthropic-beta": "claude-code-20250219"}), "us.anthropic.claude-opus-4-6-v1:0", s)
+    assert call.path == "/model/us.anthropic.claude-opus-4-6-v1%3A0/invoke-with-response-stream"
+    assert "metadata" not in call.body and "service_tier" not in call.body and "model" not in call.body and "stream" not in call.body
+    assert call.body["output_config"] == {"effort": "low"} and call.body["anthropic_beta"] == ["effort-2025-11-24"]
+    assert set(call.dropped) >= {"metadata", "service_tier", "anthropic_beta:claude-code-20250219"}
