@@ -7,13 +7,19 @@ included; ``cache_read`` / ``cache_write`` / ``reasoning`` = parts of those; ``N
 did not say (never a silent 0). Every count goes through ``gateway.dialects.kit.count`` (integers;
 integral floats and digit strings accepted; anything else is ``None``).
 
-| canonical | anthropic (``usage``) | openai-chat (``usage``) | openai-responses (``usage``) | gemini (``usageMetadata``) | gemini-interactions (``usage``) |
+| dialect (object) | input | output | cache_read | cache_write | reasoning |
 |---|---|---|---|---|---|
-| input | ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens`` (Anthropic's input excludes both) | ``prompt_tokens`` | ``input_tokens`` | ``promptTokenCount`` | ``total_input_tokens`` |
-| output | ``output_tokens`` | ``completion_tokens`` | ``output_tokens`` | ``candidatesTokenCount`` + ``thoughtsTokenCount`` (candidates exclude thoughts) | ``total_output_tokens`` + ``total_thought_tokens`` |
-| cache_read | ``cache_read_input_tokens`` | ``prompt_tokens_details.cached_tokens``, else DeepSeek's ``prompt_cache_hit_tokens`` | ``input_tokens_details.cached_tokens`` | ``cachedContentTokenCount`` | ``total_cached_tokens`` |
-| cache_write | ``cache_creation_input_tokens`` | — | — | — | — |
-| reasoning | — (counted inside ``output_tokens``) | ``completion_tokens_details.reasoning_tokens`` | ``output_tokens_details.reasoning_tokens`` | ``thoughtsTokenCount`` | ``total_thought_tokens`` |
+| anthropic (``usage``) | ``input_tokens`` + cache read + cache write (1) | ``output_tokens`` | ``cache_read_input_tokens`` | ``cache_creation_input_tokens`` | — (2) |
+| openai-chat (``usage``) | ``prompt_tokens`` | ``completion_tokens`` | ``prompt_tokens_details.cached_tokens`` (3) | — | ``completion_tokens_details.reasoning_tokens`` |
+| openai-responses (``usage``) | ``input_tokens`` | ``output_tokens`` | ``input_tokens_details.cached_tokens`` | — | ``output_tokens_details.reasoning_tokens`` |
+| gemini (``usageMetadata``) | ``promptTokenCount`` | ``candidatesTokenCount`` + ``thoughtsTokenCount`` (4) | ``cachedContentTokenCount`` | — | ``thoughtsTokenCount`` |
+| gemini-interactions (``usage``) | ``total_input_tokens`` | ``total_output_tokens`` + ``total_thought_tokens`` (4) | ``total_cached_tokens`` | — | ``total_thought_tokens`` |
+| bedrock-converse (``usage``) | ``inputTokens`` + cache read + cache write (5) | ``outputTokens`` | ``cacheReadInputTokens`` | ``cacheWriteInputTokens`` | — |
+
+(1) Anthropic's ``input_tokens`` leaves cache reads and writes out. (2) Thinking is counted inside
+``output_tokens``; there is no separate count. (3) Else DeepSeek's ``prompt_cache_hit_tokens``.
+(4) Gemini's candidate / output counts leave the thoughts out. (5) Unless ``totalTokens`` shows the
+cache already inside ``inputTokens`` (``total == input + output``); then ``inputTokens`` as it is.
 
 Not carried: Chat's and Responses' ``total_tokens`` (derived), Gemini's ``totalTokenCount`` and
 ``toolUsePromptTokenCount``, Interactions' ``total_tool_use_tokens`` and ``total_tokens``.

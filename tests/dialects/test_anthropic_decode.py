@@ -7,7 +7,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.event_contract import check_events
 from gateway.dialects.anthropic import CODEC
 from gateway.errors import GatewayError
 from gateway.events import (
@@ -23,6 +22,7 @@ from gateway.events import (
 )
 from gateway.reply import fold
 from gateway.sse import SSEDecoder, SSEFrame
+from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT.parent / "shared" / "captures-public" / "anthropic"

@@ -8,7 +8,6 @@ import httpx
 import orjson
 import pytest
 
-from tests.support.event_contract import check_events
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.gemini import CODEC
 from gateway.dialects.gemini.sigs import from_caller, to_caller
@@ -30,6 +29,7 @@ from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold, unfold
 from gateway.signatures import pack
 from gateway.sse import SSEDecoder, SSEFrame
+from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "gemini"

@@ -7,12 +7,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.event_contract import check_events
 from gateway.dialects.openai_chat import CODEC
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, BlockStop, End, MessageStart, StreamError, TextDelta, ToolArgsDelta, Usage
 from gateway.reply import fold
 from gateway.sse import SSEDecoder, SSEFrame
+from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "openai-chat"

@@ -7,11 +7,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.event_contract import check_events
 from gateway.dialects.openai_responses import CODEC
 from gateway.events import End, MessageStart, SignatureDelta, StreamError, ThinkingDelta, Usage
 from gateway.reply import fold
 from gateway.sse import SSEDecoder
+from tests.support.event_contract import check_events
 
 REPO = Path(__file__).resolve().parents[2]
 OWN = REPO / "captures" / "openai-responses"

@@ -12,7 +12,6 @@ again. ``UsageState`` merges the fields each event states (the later value wins,
 
 from __future__ import annotations
 
-
 from gateway.dialects.kit import count
 from gateway.events import Usage
 

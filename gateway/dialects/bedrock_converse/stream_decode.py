@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.dialects.kit import Blocks, bad_frame, frame_object
 from gateway.events import (

@@ -12,7 +12,6 @@ The stream states usage once, in ``metadata`` after ``messageStop``; there is no
 
 from __future__ import annotations
 
-
 from gateway.dialects.kit import count
 from gateway.events import Usage
 
