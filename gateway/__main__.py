@@ -90,6 +90,7 @@ def _check_config(args: argparse.Namespace) -> int:
     except Exception as exc:  # pydantic ValidationError, TOML errors, missing references
         print(f"invalid config {args.path}: {exc}", file=sys.stderr)
         return 1
+    from gateway import demo
     from gateway.platforms import ConfigError, check_platforms, platform_for
 
     try:
@@ -100,7 +101,7 @@ def _check_config(args: argparse.Namespace) -> int:
     router = Router(settings)
     print(f"config OK: {len(settings.providers)} providers, {len(settings.routes)} routes")
     for p in settings.providers:
-        if p.dialect == "demo":
+        if p.transport == demo.KIND:
             print(f"  provider {p.name}: demo (no key needed)")
             continue
         platform = platform_for(p)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import orjson
 
 from gateway import http_client, inspector
-from gateway.demo import demo_events
 from gateway.carry import CannotCarry, judge, refusal
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.registry import codec_for
@@ -30,7 +29,7 @@ from gateway.events import BlockStart, End, Event, StreamError, Usage
 from gateway.http_client import Response
 from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
-from gateway.source import EventSource, HttpEventSource, ListEventSource
+from gateway.source import EventSource, HttpEventSource
 from gateway.upstream import Provider
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
     """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
     codec = codec_for(settings.dialect)
-    dropped = judge(req, codec.limits, settings.drop_unsupported)
+    dropped = judge(req, provider.limits, settings.drop_unsupported)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),
@@ -132,13 +131,10 @@ async def _attempt(
     provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
 ) -> tuple[EventSource, list[Event], list[str]]:
     settings = provider.settings
-    if settings.dialect == "demo":
-        source: EventSource = ListEventSource(demo_events(req, target.upstream_model))
-        return source, await source.next_batch(), []
     codec = codec_for(settings.dialect)
     call = build_call(provider, target, req, req.stream or stream_upstream)
     response: Response | None = None
-    source = None
+    source: EventSource | None = None
     try:
         async with asyncio.timeout(settings.first_byte_timeout):
             capture = inspector.CURRENT.get() if inspector.ACTIVE else None
@@ -167,7 +163,7 @@ async def _attempt(
             source = HttpEventSource(provider, response, codec)
             if capture is not None:
                 capture.watch_events(source)
-            source.keep_frames = settings.dialect == passthrough_dialect and not source.is_json
+            source.keep_frames = settings.dialect == passthrough_dialect and provider.forwards_frames and not source.is_json
             first = await _first_events(source)
     except TimeoutError:
         if source is not None:

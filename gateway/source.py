@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from gateway import http_client
-from gateway.dialects.base import Codec
+from gateway.dialects.base import Codec, Resumable
 from gateway.events import (
     End,
     Event,
@@ -162,13 +162,13 @@ class HttpEventSource(EventSource):
 
     def _ended(self) -> bool:
         """Whether the decoder already saw the dialect's end (then EOF is simply the end)."""
-        return bool(getattr(self._decoder, "_finished", False))
+        return isinstance(self._codec, Resumable) and self._codec.stream_ended(self._decoder)
 
     async def _resume(self) -> bool:
         """A dialect that can resume a dropped stream (Interactions: GET with last_event_id) gets
         two tries; the events after the last one seen continue into the same decoder."""
-        resume_call = getattr(self._codec, "resume_call", None)
-        call = resume_call(self._decoder) if resume_call is not None and self._resumes < 2 else None
+        codec = self._codec
+        call = codec.resume_call(self._decoder) if isinstance(codec, Resumable) and self._resumes < 2 else None
         if call is None:
             return False
         call = self._provider.platform.adapt(call, "", self._provider.settings)  # the platform's path (Vertex: /v1beta1/projects/…)
