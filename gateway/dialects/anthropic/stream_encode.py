@@ -51,8 +51,8 @@ from gateway.events import (
 from gateway.signatures import for_caller
 
 from .errors import error_body
-from .stop_reasons import to_anthropic as stop_to_anthropic
-from .usage import to_anthropic as usage_to_anthropic
+from .stop_reasons import render_stop_reason as stop_to_anthropic
+from .usage import render_usage as usage_to_anthropic
 
 DIALECT = "anthropic"
 PING = b'event: ping\ndata: {"type": "ping"}\n\n'
