@@ -105,7 +105,7 @@ class Relay:
                 persist: Persist | None = None
                 stateful = state.stateful
                 if stateful is not None and stateful.handles(dialect):
-                    turn = await stateful.prepare(req, dialect)
+                    turn = await stateful.prepare(req, dialect, spec)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
                         shared = SharedRecord(state.observer, record, state.console)
