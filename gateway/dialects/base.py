@@ -26,7 +26,11 @@ members or named Protocols, never looked up with ``getattr``:
   provider's own counting call where it has one;
 * ``stored: StoredObjects | None``: the provider keeps answers by id (a policy object, the
   package's ``stored.py``): ids, which requests detach or persist, what a ``GET`` answers, resume;
-* ``Resumable`` (``isinstance(codec, Resumable)``): a dropped upstream stream can be continued.
+* ``Resumable`` (``isinstance(codec, Resumable)``): a dropped upstream stream can be continued;
+* ``platforms: Mapping[str, OnPlatform]``: the dialect on a cloud platform (Bedrock, Vertex AI,
+  Azure: gateway/platforms/), platform name → adapter, each in the package's ``<platform>.py``
+  (as the anthropic SDK keeps ``lib/bedrock`` and ``lib/vertex`` inside its package); empty: the
+  dialect runs only on its provider's own API.
 
 Adding a dialect
 ----------------
@@ -42,7 +46,10 @@ Adding a dialect
    * ``fast_path.py``: its ``FastPathRules``;
    * ``caller.py`` (a caller dialect): ``ROUTES``, ``recognises`` and, if it has them, the model
      list and token-count shapes; ``stored.py`` (a dialect with server-side state): its policy;
-     ``ratelimit.py`` if its SDK reads rate-limit headers.
+     ``ratelimit.py`` if its SDK reads rate-limit headers;
+   * ``<platform>.py`` for each cloud platform that serves it (``bedrock.py``, ``vertex.py``,
+     ``azure.py``): an ``OnPlatform`` adapter, listed in the codec's ``platforms`` (the platform
+     refuses, at startup, a dialect without one).
 
    An upstream-only dialect (no caller endpoint) has ``routes = ()``, ``recognises`` always
    False and ``models`` / ``counting`` / ``stored`` / ``rate_limit_headers`` None.
@@ -62,9 +69,9 @@ Adding a dialect
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from gateway.carry import Limit
 from gateway.errors import GatewayError
@@ -72,6 +79,9 @@ from gateway.events import Event, StreamError, Usage
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 from gateway.sse import SSEFrame
+
+if TYPE_CHECKING:
+    from gateway.settings import ProviderSettings
 
 
 @dataclass(slots=True)
@@ -362,6 +372,40 @@ class Resumable(Protocol):
         ...
 
 
+Unwrap = Callable[[str, bytes], SSEFrame]
+"""One message of a platform's binary event framing (its event type, its payload) → the frame the
+dialect's decoder reads (gateway/eventstream.py)."""
+
+
+class OnPlatform(Protocol):
+    """The dialect on one cloud platform: what changes about its calls there (gateway/platforms/).
+
+    The platform keeps what is true of the platform whatever the dialect: its host, credentials,
+    framing mechanism, its own error bodies and settings checks. The adapter holds what is true of
+    this dialect there: its path, the body fields the platform wants moved or dropped, its token
+    counting route, which variant of the platform's framing it streams in. An adapter may use a
+    small helper of its platform's module (a path prefix, a version rule), imported inside the
+    method so the dialect package imports without the platform's optional extra.
+
+    Subclass it to inherit the defaults (no counting route, messages as they are)."""
+
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+        """The codec's call (built as for the provider's own API) as the platform wants it: path,
+        query, body; what it cannot carry goes to ``dropped``."""
+        ...
+
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+        """The codec's token-counting call (``TokenCounting.upstream_call``) on this platform;
+        None: the platform has no counting route for the dialect (the gateway estimates)."""
+        return None
+
+    def unwrap(self) -> Unwrap | None:
+        """How a message of the platform's binary event framing becomes this dialect's frame
+        (Bedrock InvokeModel: the base64 ``chunk`` unwrapped); None: the message as it is
+        (Converse's own events). Asked once per stream, only by a platform with such framing."""
+        return None
+
+
 class Codec(Protocol):
     """One dialect. The data members answer every question the pipeline asks of a dialect; the
     ``X | None`` members are the optional parts (None: the dialect has none)."""
@@ -377,6 +421,7 @@ class Codec(Protocol):
     counting: TokenCounting | None
     stored: StoredObjects | None  # the provider keeps answers by id
     own_api: OwnAPI | None  # served without a config file when its key is set
+    platforms: Mapping[str, OnPlatform]  # cloud platform name -> adapter ({}: its own API only)
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         """Whether a request (its path, lower-cased header names, query keys) comes from this

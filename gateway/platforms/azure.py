@@ -1,14 +1,14 @@
-"""Azure OpenAI: Chat Completions (``dialect = "openai-chat"``) and Responses (``"openai-responses"``).
+"""Azure OpenAI, for the dialects whose package has an ``azure.py`` adapter (Chat Completions, Responses).
 
 ``base_url`` is the resource's endpoint (``https://my-resource.openai.azure.com``; a trailing
-``/openai`` or ``/openai/v1`` is dropped). The route depends on ``api_version``:
+``/openai`` or ``/openai/v1`` is dropped). The route is the dialect's adapter's and depends on
+``api_version`` (``on_v1``):
 
-* a dated version (``2025-04-01-preview`` …): Chat on the deployment's route,
-  ``/openai/deployments/{deployment}/chat/completions?api-version=…``; Responses on
-  ``/openai/responses?api-version=…`` (Responses has no deployment route: the deployment is the
-  body's ``model``), as Azure's own client (``openai.AzureOpenAI``) sends them;
-* ``v1`` (the GA v1 API, no dated version): ``/openai/v1/chat/completions`` and
-  ``/openai/v1/responses``, the deployment in ``model``; ``preview`` adds ``?api-version=preview``.
+* a dated version (``2025-04-01-preview`` …): below ``/openai`` (Chat on the deployment's route
+  ``/openai/deployments/{deployment}/chat/completions``), with ``?api-version=…``, as Azure's own
+  client (``openai.AzureOpenAI``) sends them;
+* ``v1`` (the GA v1 API, no dated version): below ``/openai/v1``, the deployment in ``model``;
+  ``preview`` adds ``?api-version=preview``.
 
 The deployment is ``deployments[upstream_model]``, else the upstream model's own name (a
 deployment named after its model). The body's ``model`` is the deployment on every route, as the
@@ -25,30 +25,39 @@ decoder's (gateway/dialects/openai_chat/stream_decode.py): nothing here.
 from __future__ import annotations
 
 import importlib.util
-from urllib.parse import quote
 
 import httpx
 
 from gateway.dialects.base import UpstreamCall
-from gateway.platforms.base import ConfigError, Platform
+from gateway.platforms.base import CloudPlatform, ConfigError
 from gateway.settings import ProviderSettings
 
-DIALECTS = ("openai-chat", "openai-responses")
 V1 = ("v1", "preview")  # the v1 API's versions: no deployment in the path
 
 
 def deployment(s: ProviderSettings, upstream_model: str) -> str:
+    """The Azure deployment serving ``upstream_model``: ``deployments``, else its own name."""
     return s.deployments.get(upstream_model, upstream_model)
 
 
-class Azure(Platform):
+def on_v1(s: ProviderSettings) -> bool:
+    """Whether ``api_version`` is the v1 API's (routes below ``/openai/v1``, no deployment in the path)."""
+    return (s.api_version or "") in V1
+
+
+def with_api_version(params: dict[str, str], s: ProviderSettings) -> dict[str, str]:
+    """The ``api-version`` query: a dated version's, and ``preview``'s; none for ``v1``."""
+    version = s.api_version or ""
+    return params if version == "v1" else {**params, "api-version": version}
+
+
+class Azure(CloudPlatform):
     name = "azure"
     extra = "azure"
     packages = ()  # azure-identity only without an api-key: checked in check()
 
     def check(self, s: ProviderSettings) -> None:
-        if s.dialect not in DIALECTS:
-            raise ConfigError(f"provider {s.name!r}: platform 'azure' serves the dialects {', '.join(DIALECTS)}, not {s.dialect!r}")
+        self.check_dialect(s)
         if not (s.endpoint_url or s.base_url):
             raise ConfigError(f"provider {s.name!r}: platform 'azure' needs base_url (the resource endpoint, https://<resource>.openai.azure.com)")
         if not s.api_version:
@@ -64,20 +73,11 @@ class Azure(Platform):
         return base
 
     def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
-        version = s.api_version or ""
-        name = deployment(s, upstream_model)
-        endpoint = call.path.rsplit("/", 1)[-1]  # "completions" (chat) or "responses"
-        if version in V1:
-            call.path = "/openai/v1" + ("/chat/completions" if s.dialect == "openai-chat" else "/responses")
-            call.params = {**call.params, "api-version": version} if version == "preview" else call.params
-        elif s.dialect == "openai-chat" and endpoint == "completions":
-            call.path = f"/openai/deployments/{quote(name, safe='')}/chat/completions"
-            call.params = {**call.params, "api-version": version}
-        else:
-            call.path = "/openai" + call.path
-            call.params = {**call.params, "api-version": version}
+        """The adapter's route, then what holds on every route: the version, the deployment as ``model``."""
+        call = self.on(s).adapt(call, upstream_model, s)
+        call.params = with_api_version(call.params, s)
         if isinstance(call.body.get("model"), str):
-            call.body = {**call.body, "model": name}
+            call.body = {**call.body, "model": deployment(s, upstream_model)}
         return call
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:

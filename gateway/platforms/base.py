@@ -7,21 +7,29 @@ pipeline knowing which platform it is:
 
 * ``base_url``: the host the calls go to (``endpoint_url`` overrides it: a private endpoint, a
   regional gateway, a test double);
-* ``adapt``: the call's path, query and body as the platform wants them (Bedrock: the model in the
-  path, no ``model``/``stream`` in the body, ``anthropic_version: bedrock-2023-05-31``);
+* ``adapt``: the call's path, query and body as the platform wants them. What depends on the
+  dialect (Claude on Bedrock: the model in the path, no ``model``/``stream`` in the body, its
+  ``anthropic_version``) is the dialect's adapter, ``OnPlatform`` in its package
+  (``gateway/dialects/<d>/<platform>.py``, listed in the codec's ``platforms``), which a
+  ``CloudPlatform`` asks; the platform adds what holds for every dialect on it;
 * ``headers`` and ``auth``: static credentials as headers (API keys), per-request credentials as an
   ``httpx.Auth`` (SigV4, Google OAuth, Microsoft Entra ID), which httpx runs on every request and
   which may retry once after a 401 with a refreshed token;
 * ``framer``: how the body is cut into frames (SSE for most; AWS eventstream binary framing on
-  Bedrock), always ``gateway.sse.SSEFrame``s, so the dialect's decoder never knows;
+  Bedrock, each message made a frame by the adapter's ``unwrap``), always
+  ``gateway.sse.SSEFrame``s, so the dialect's decoder never knows;
 * ``decode_error``: the platform's own error bodies (Bedrock's ``{"message"}`` + ``x-amzn-ErrorType``),
   before the codec's;
-* ``check``: at startup, that the settings are complete and the platform's optional extra is
-  installed, with a message that names the extra — never at the first request;
+* ``check``: at startup, that the settings are complete, the platform's optional extra is
+  installed (a message that names the extra) and the dialect has an adapter here — never at the
+  first request;
 * ``credential_source``: for ``check-config``, where the credentials come from (never their value).
 
-Adding a platform: a module here with a ``PLATFORM`` (a ``Platform`` subclass instance) and one
-line in ``gateway/platforms/__init__.py``'s ``MODULES``.
+Adding a platform: a module here with a ``PLATFORM`` (a ``CloudPlatform`` subclass instance) and
+one line in ``gateway/platforms/__init__.py``'s ``MODULES``; then, for each dialect it serves, a
+``<platform>.py`` adapter in the dialect's package and one entry in its codec's ``platforms``.
+Nothing here names a dialect: helpers the adapters share (Vertex's project/location prefix,
+Azure's version rule) are functions of the platform's module, which adapters import lazily.
 """
 
 from __future__ import annotations
@@ -31,13 +39,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
-from gateway.dialects.registry import codec_for
+from gateway.dialects.registry import available, codec_for
 from gateway.errors import GatewayError
 from gateway.events import StreamError
 from gateway.sse import SSEDecoder, SSEFrame
 
 if TYPE_CHECKING:
-    from gateway.dialects.base import UpstreamCall
+    from gateway.dialects.base import OnPlatform, UpstreamCall
     from gateway.settings import ProviderSettings
 
 
@@ -92,7 +100,7 @@ class Platform:
     def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
         """The codec's token-counting call (Anthropic ``count_tokens``, Gemini ``countTokens``) as
         this platform wants it; None: no counting route on this platform (the gateway estimates)."""
-        return call if self.name == "direct" else None
+        return call
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:
         """Static headers that authenticate (and version) every request: the dialect's own."""
@@ -119,3 +127,29 @@ class Platform:
 
 
 DIRECT = Platform()
+
+
+class CloudPlatform(Platform):
+    """A platform other than the provider's own API: the dialect's part of each call is its adapter's."""
+
+    def on(self, s: ProviderSettings) -> OnPlatform:
+        """The provider's dialect on this platform (``check_dialect`` refused one without an adapter)."""
+        adapter = codec_for(s.dialect).platforms.get(self.name)
+        if adapter is None:
+            raise ConfigError(self._unserved(s))
+        return adapter
+
+    def check_dialect(self, s: ProviderSettings) -> None:
+        """Raise ``ConfigError`` if no adapter in the dialect's package serves it on this platform."""
+        if self.name not in codec_for(s.dialect).platforms:
+            raise ConfigError(self._unserved(s))
+
+    def _unserved(self, s: ProviderSettings) -> str:
+        served = [d for d in available() if self.name in codec_for(d).platforms]
+        return f"provider {s.name!r}: platform {self.name!r} serves the dialects {', '.join(served)}, not {s.dialect!r}"
+
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+        return self.on(s).adapt(call, upstream_model, s)
+
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+        return self.on(s).count_call(call, upstream_model, s)

@@ -1,23 +1,19 @@
-"""AWS Bedrock: Claude through InvokeModel (``dialect = "anthropic"``) and the Converse API
-(``dialect = "bedrock-converse"``) on ``bedrock-runtime.{region}.amazonaws.com``.
+"""AWS Bedrock: ``bedrock-runtime.{region}.amazonaws.com``, for the dialects whose package has a
+``bedrock.py`` adapter (Claude through InvokeModel; the Converse API).
 
-What Bedrock changes about the Anthropic call (``adapt``):
-
-* the model is in the path, one percent-encoded segment — ids with ``:``
-  (``anthropic.claude-sonnet-4-5-20250929-v1:0``) and inference-profile ARNs with ``/`` stay one
-  segment; cross-region profile ids (``us.``, ``eu.``, ``apac.``, ``global.``) are ids like any other;
-* ``POST /model/{id}/invoke-with-response-stream`` for a stream, ``/model/{id}/invoke`` for a whole
-  reply; no ``model`` and no ``stream`` in the body, ``anthropic_version: "bedrock-2023-05-31"``;
-* betas travel in the body's ``anthropic_beta`` list, not a header, and only those Bedrock takes
-  (``BETAS``); the others are dropped and reported like any dropped setting
-  (``anthropic_beta:<name>``); no ``anthropic-version`` header, no ``x-api-key``.
-
-The streamed reply is AWS eventstream framing (gateway/eventstream.py); each ``chunk`` event's
-payload is ``{"bytes": base64(one Anthropic event)}``, unwrapped into the frame the Anthropic
-decoder already reads. Converse events pass as they are (``event`` = ``:event-type``).
+What Bedrock changes about a dialect's call is its adapter's (``OnPlatform``: the anthropic
+package's ``bedrock.py`` moves the model into the path, betas into the body …). What is Bedrock's
+whatever the dialect stays here: the host, the InvokeModel path (``model_path``: the model one
+percent-encoded segment — ids with ``:`` such as ``anthropic.claude-sonnet-4-5-20250929-v1:0`` and
+inference-profile ARNs with ``/`` stay one segment; cross-region profile ids ``us.``, ``eu.``,
+``apac.``, ``global.`` are ids like any other), the credentials, the error bodies (``{"message"}``
++ ``x-amzn-ErrorType``) and the framing: streamed replies are AWS eventstream
+(gateway/eventstream.py), each message made a frame by the adapter's ``unwrap`` (InvokeModel's
+base64 ``chunk`` payloads unwrapped; Converse events as they are).
 
 Credentials: SigV4 with botocore's chain (gateway/platforms/aws_auth.py), or a Bedrock API key
-(``api_key_env`` / ``api_key``: ``Authorization: Bearer``, no signature).
+(``api_key_env`` / ``api_key``: ``Authorization: Bearer``, no signature), never the dialect's
+``x-api-key`` / ``anthropic-version`` headers.
 """
 
 from __future__ import annotations
@@ -30,42 +26,13 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from gateway.dialects.base import UpstreamCall
 from gateway.errors import GatewayError, kind_for_status
-from gateway.eventstream import EventStreamDecoder, as_frame, unwrap_invoke
+from gateway.eventstream import EventStreamDecoder, as_frame
 from gateway.platforms.aws_auth import SigV4
-from gateway.platforms.base import ConfigError, Framer, Platform
+from gateway.platforms.base import CloudPlatform, ConfigError, Framer
 
 if TYPE_CHECKING:
     from gateway.settings import ProviderSettings
-
-ANTHROPIC_VERSION = "bedrock-2023-05-31"
-
-# anthropic-beta values Bedrock's InvokeModel accepts for Claude (AWS "Anthropic Claude Messages
-# API" request parameters, cross-checked with LiteLLM's maintained per-provider beta table,
-# anthropic_beta_headers_config.json); anything else is refused by Bedrock with a 400 ("invalid
-# beta flag"), so it is dropped and reported. Keep this list in step with AWS's page.
-BETAS = frozenset({
-    "compact-2026-01-12",
-    "dangerous-tool-use-2026-09-03",
-    "thinking-binding-controls-2026-08-01",
-    "thinking-display-updates-2026-08-18",
-    "mid-conversation-output-config-2026-07-01",
-    "mid-conversation-tool-changes-2026-07-01",
-    "computer-use-2024-10-22",
-    "computer-use-2025-01-24",
-    "computer-use-2025-11-24",
-    "token-efficient-tools-2025-02-19",
-    "interleaved-thinking-2025-05-14",
-    "output-128k-2025-02-19",
-    "dev-full-thinking-2025-05-14",
-    "context-1m-2025-08-07",
-    "context-management-2025-06-27",
-    "effort-2025-11-24",
-    "tool-search-tool-2025-10-19",
-    "tool-examples-2025-10-29",
-    "fine-grained-tool-streaming-2025-05-14",
-})
 
 # x-amzn-ErrorType (before its ":http://internal…" suffix) -> (kind, status)
 ERRORS: dict[str, tuple[str, int]] = {
@@ -100,36 +67,12 @@ def uses_api_key(s: ProviderSettings) -> bool:
 
 
 def model_path(model: str, stream: bool) -> str:
+    """InvokeModel's path: the model one percent-encoded segment, the action by ``stream``."""
     action = "invoke-with-response-stream" if stream else "invoke"
     return f"/model/{quote(model, safe='')}/{action}"
 
 
-# Top-level Messages fields absent from Bedrock's InvokeModel body schema (Bedrock answers "Extra
-# inputs are not permitted"): dropped and reported. ``metadata`` carries only ``user_id``, advisory.
-UNSUPPORTED_FIELDS = ("metadata", "service_tier", "container", "inference_geo")
-# Fields Bedrock takes only with their beta named in ``anthropic_beta``: the beta is added.
-BETA_GATED = {"context_management": "context-management-2025-06-27", "output_config": "effort-2025-11-24"}
-
-# The same feature under Bedrock's own beta name (Claude Code sends the first-party name to a
-# gateway that looks like api.anthropic.com).
-RENAMED_BETAS = {"advanced-tool-use-2025-11-20": "tool-search-tool-2025-10-19"}
-
-
-def split_betas(header: str | None) -> tuple[list[str], list[str]]:
-    """(kept, dropped) of an ``anthropic-beta`` header's values, kept ones in Bedrock's names."""
-    kept: list[str] = []
-    dropped: list[str] = []
-    for value in (header or "").split(","):
-        value = RENAMED_BETAS.get(value.strip(), value.strip())
-        if value in BETAS:
-            if value not in kept:
-                kept.append(value)
-        elif value:
-            dropped.append(value)
-    return kept, dropped
-
-
-class Bedrock(Platform):
+class Bedrock(CloudPlatform):
     name = "bedrock"
     extra = "bedrock"
     packages = ("botocore",)
@@ -141,36 +84,12 @@ class Bedrock(Platform):
             raise ConfigError(f"provider {s.name!r}: platform 'bedrock' needs region (or endpoint_url)")
         if not uses_api_key(s) and region_of(s) is None:
             raise ConfigError(f"provider {s.name!r}: platform 'bedrock' needs region to sign requests (SigV4) with endpoint_url {s.endpoint_url!r}")
-        if s.dialect not in ("anthropic", "bedrock-converse"):
-            raise ConfigError(f"provider {s.name!r}: platform 'bedrock' speaks dialect 'anthropic' (Claude) or 'bedrock-converse', not {s.dialect!r}")
+        self.check_dialect(s)
 
     def base_url(self, s: ProviderSettings) -> str:
         if s.endpoint_url:
             return s.endpoint_url
         return f"https://bedrock-runtime.{s.region}.amazonaws.com" if s.region else ""
-
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
-        if s.dialect != "anthropic":
-            return call  # Converse: its codec builds /model/{id}/converse(-stream) itself
-        body = dict(call.body)
-        stream = bool(body.pop("stream", False))
-        body.pop("model", None)
-        body["anthropic_version"] = ANTHROPIC_VERSION
-        headers = {k: v for k, v in call.headers.items() if k.lower() not in ("anthropic-beta", "anthropic-version")}
-        beta = next((v for k, v in call.headers.items() if k.lower() == "anthropic-beta"), None)
-        kept, dropped = split_betas(beta)
-        for name in UNSUPPORTED_FIELDS:
-            if body.pop(name, None) is not None:
-                dropped.append(name)
-        for name, gate in BETA_GATED.items():
-            if name in body and gate not in kept:
-                kept.append(gate)
-        if kept:
-            body["anthropic_beta"] = kept
-        return UpstreamCall(
-            model_path(upstream_model, stream), body, params=call.params, headers=headers, method=call.method,
-            dropped=[*call.dropped, *(b if b in UNSUPPORTED_FIELDS else f"anthropic_beta:{b}" for b in dropped)],
-        )
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:
         key = s.key()
@@ -184,7 +103,7 @@ class Bedrock(Platform):
         return SigV4(region, s.name)
 
     def framer(self, s: ProviderSettings) -> Framer:
-        return EventStreamDecoder(unwrap_invoke if s.dialect == "anthropic" else as_frame)
+        return EventStreamDecoder(self.on(s).unwrap() or as_frame)
 
     def decode_error(self, status: int, headers: httpx.Headers, body: bytes) -> GatewayError | None:
         etype = headers.get("x-amzn-errortype", "").split(":", 1)[0]

@@ -324,7 +324,7 @@ def test_no_credentials_anywhere_is_a_502_that_says_so() -> None:
 
 
 def test_first_party_beta_names_become_bedrock_ones() -> None:
-    from gateway.platforms.bedrock import split_betas
+    from gateway.dialects.anthropic.bedrock import split_betas
 
     kept, dropped = split_betas("advanced-tool-use-2025-11-20, tool-search-tool-2025-10-19,claude-code-20250219,,context-1m-2025-08-07")
     assert kept == ["tool-search-tool-2025-10-19", "context-1m-2025-08-07"]

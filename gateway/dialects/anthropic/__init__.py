@@ -13,16 +13,16 @@ parser unpacks it); Anthropic's own signatures pass unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import caller, errors, fields, ratelimit, request_build, request_parse, whole
+from . import bedrock, caller, errors, fields, ratelimit, request_build, request_parse, vertex, whole
 from .fast_path import RULES as FAST_PATH
 from .stream_decode import AnthropicStreamDecoder
 from .stream_encode import AnthropicStreamEncoder
@@ -42,6 +42,7 @@ class AnthropicCodec:
         self.counting: TokenCounting | None = caller.COUNTING
         self.own_api: OwnAPI | None = OwnAPI("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", ("claude-*",))
         self.stored: StoredObjects | None = None
+        self.platforms: Mapping[str, OnPlatform] = {"bedrock": bedrock.ADAPTER, "vertex": vertex.ADAPTER}  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return caller.recognises(path, header_names, query_keys)

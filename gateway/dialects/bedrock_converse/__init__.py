@@ -19,7 +19,7 @@ provider of this dialect.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, NoReturn
 
 from gateway.dialects.base import (
@@ -28,6 +28,7 @@ from gateway.dialects.base import (
     EncodeContext,
     Identity,
     ModelListing,
+    OnPlatform,
     OwnAPI,
     RateLimitHeaders,
     RequestMeta,
@@ -40,7 +41,7 @@ from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, fields, request_build, whole
+from . import bedrock, errors, fields, request_build, whole
 from .fast_path import RULES as FAST_PATH
 from .stream_decode import ConverseStreamDecoder
 
@@ -65,6 +66,7 @@ class ConverseCodec:
         self.counting: TokenCounting | None = None
         self.own_api: OwnAPI | None = None  # reached through the bedrock platform (gateway/platforms/)
         self.stored: StoredObjects | None = None
+        self.platforms: Mapping[str, OnPlatform] = {"bedrock": bedrock.ADAPTER}  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return False  # no caller speaks it

@@ -8,16 +8,16 @@ whole.py, usage.py, stop_reasons.py, errors.py.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import caller, errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, request_build, request_parse, vertex, whole
 from .fast_path import RULES as FAST_PATH
 from .json_array import JsonArrayStreamEncoder
 from .schema import convert_for_gemini
@@ -39,6 +39,7 @@ class GeminiCodec:
         self.counting: TokenCounting | None = caller.COUNTING
         self.own_api: OwnAPI | None = OwnAPI("gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", ("gemini-*",))
         self.stored: StoredObjects | None = None
+        self.platforms: Mapping[str, OnPlatform] = {"vertex": vertex.ADAPTER}  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return caller.recognises(path, header_names, query_keys)

@@ -8,16 +8,16 @@ writes carries ``event_id`` = ``event_id_for(n)`` (``parse_event_id`` reads ``n`
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import caller, errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, request_build, request_parse, vertex, whole
 from .fast_path import RULES as FAST_PATH
 from .stored import STORED
 from .stream_decode import InteractionsStreamDecoder
@@ -42,6 +42,7 @@ class InteractionsCodec:
         self.counting: TokenCounting | None = None
         self.own_api: OwnAPI | None = None
         self.stored: StoredObjects | None = STORED
+        self.platforms: Mapping[str, OnPlatform] = {"vertex": vertex.ADAPTER}  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return caller.recognises(path, header_names, query_keys)

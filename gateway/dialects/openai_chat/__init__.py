@@ -30,16 +30,16 @@ block's signature is the one carried. A signature with no tool call after it
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import caller, errors, fields, ratelimit, request_build, request_parse, whole
+from . import azure, caller, errors, fields, ratelimit, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
 from .stream_decode import ChatStreamDecoder
 from .stream_encode import ChatStreamEncoder
@@ -59,6 +59,7 @@ class OpenAIChatCodec:
         self.counting: TokenCounting | None = None
         self.own_api: OwnAPI | None = OwnAPI("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", ("gpt-*", "o1*", "o3*", "o4*"))
         self.stored: StoredObjects | None = None
+        self.platforms: Mapping[str, OnPlatform] = {"azure": azure.ADAPTER}  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return caller.recognises(path, header_names, query_keys)

@@ -6,17 +6,17 @@ are refused with a 400; reasoning round-trips through ``encrypted_content`` inst
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.dialects.openai_chat import ratelimit as openai_ratelimit
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import caller, errors, fields, request_build, request_parse, whole
+from . import azure, caller, errors, fields, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
 from .stored import STORED
 from .stream_decode import ResponsesStreamDecoder
@@ -39,6 +39,7 @@ class ResponsesCodec:
         self.counting: TokenCounting | None = caller.COUNTING
         self.own_api: OwnAPI | None = None
         self.stored: StoredObjects | None = STORED
+        self.platforms: Mapping[str, OnPlatform] = {"azure": azure.ADAPTER}  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return caller.recognises(path, header_names, query_keys)

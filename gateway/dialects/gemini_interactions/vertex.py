@@ -1,0 +1,25 @@
+"""Interactions on Google Vertex AI: ``/v1beta1/projects/{p}/locations/{l}/interactions…``, as
+google-genai's client routes it on Vertex (gateway/platforms/vertex.py ``prefix``); the body is
+unchanged. No counting route.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.dialects.base import OnPlatform, UpstreamCall
+
+if TYPE_CHECKING:
+    from gateway.settings import ProviderSettings
+
+
+class OnVertex(OnPlatform):
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+        if call.path.startswith("/v1beta/interactions"):
+            from gateway.platforms.vertex import prefix
+
+            call.path = prefix(s, "v1beta1") + call.path[len("/v1beta") :]
+        return call
+
+
+ADAPTER = OnVertex()
