@@ -32,7 +32,7 @@ from collections.abc import Callable
 import orjson
 
 from gateway.events import StreamError
-from gateway.platforms.base import FramerError
+from gateway.framing import FramerError
 from gateway.sse import SSEFrame
 
 PRELUDE = 12  # total length, headers length, prelude CRC

@@ -25,8 +25,8 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
+from gateway.framing import FramerError
 from gateway.http_client import Response, read_at_most
-from gateway.platforms.base import FramerError
 from gateway.sse import SSEFrame
 from gateway.upstream import Provider
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.eventstream import EventStreamDecoder, parse_headers, unwrap_invoke
-from gateway.platforms.base import FramerError
+from gateway.framing import FramerError
 from tests.support.bedrock_double import anthropic_events, chunk_message, encode_header, encode_message, event_message, exception_message
 
 botocore_eventstream = pytest.importorskip("botocore.eventstream")

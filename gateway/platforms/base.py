@@ -35,40 +35,18 @@ Azure's version rule) are functions of the platform's module, which adapters imp
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import httpx
 
 from gateway.dialects.registry import available, codec_for
 from gateway.errors import GatewayError
-from gateway.events import StreamError
-from gateway.sse import SSEDecoder, SSEFrame
+from gateway.framing import Framer
+from gateway.sse import SSEDecoder
 
 if TYPE_CHECKING:
     from gateway.dialects.base import OnPlatform, UpstreamCall
     from gateway.settings import ProviderSettings
-
-
-class Framer(Protocol):
-    """Bytes off the socket → frames. ``gateway.sse.SSEDecoder`` is the model."""
-
-    def feed(self, chunk: bytes) -> list[SSEFrame]:
-        """The frames completed by ``chunk`` (split anywhere). May raise ``FramerError``."""
-
-    def close(self) -> bool:
-        """End of input: True when the body ended cleanly between frames (else: truncation)."""
-
-
-class FramerError(Exception):
-    """Raised by ``Framer.feed`` for what ends the stream in the framing itself: a platform's
-    exception frame after the 200 (Bedrock ``throttlingException``), a bad checksum. The event
-    source ends the stream with ``error`` (never garbage, never a silent end). ``frames``: those
-    the same ``feed`` completed before it, decoded first (a read may bring both)."""
-
-    def __init__(self, error: StreamError, frames: list[SSEFrame] | None = None) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.frames = frames or []
 
 
 class ConfigError(ValueError):

@@ -28,8 +28,9 @@ import orjson
 
 from gateway.errors import GatewayError, kind_for_status
 from gateway.eventstream import EventStreamDecoder, as_frame
+from gateway.framing import Framer
 from gateway.platforms.aws_auth import SigV4
-from gateway.platforms.base import CloudPlatform, ConfigError, Framer
+from gateway.platforms.base import CloudPlatform, ConfigError
 
 if TYPE_CHECKING:
     from gateway.settings import ProviderSettings
