@@ -26,13 +26,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.keys import check_name, hash_key, new_secret, parse_time, validate_limits
+from gateway.key_names import check_name
+from gateway.keys import hash_key, new_secret, parse_time, validate_limits
 from gateway.periods import period_bounds
 from gateway.prices import NANO
 from gateway.store.counters import SPEND_FIELDS
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
     from gateway.keys import KeySpec
 
 GROUPS = ("key", "model", "provider", "route", "day")

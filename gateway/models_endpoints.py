@@ -17,7 +17,7 @@ from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
 
 
 def caller_dialect(request: Request) -> str:

@@ -31,7 +31,7 @@ from gateway.stateful import Stateful, new_stored_id
 from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
     from gateway.telemetry import RequestTrace
 
 log = logging.getLogger("gateway.relay")

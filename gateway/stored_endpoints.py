@@ -25,7 +25,7 @@ from gateway.observe import AccessRecord, request_id_for
 from gateway.stateful import INTERACTIONS
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
 
 
 def _resume_point(dialect: str, query: dict[str, str]) -> int | None:

@@ -31,7 +31,7 @@ from starlette.routing import Route
 from gateway.inspector import upstream_replay
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
