@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import cast
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -251,7 +252,7 @@ async def _refresh_keys(state: GatewayState, store: Store) -> None:
 
 def _edge_response(request: Request, err: GatewayError, headers: dict[str, str] | None = None) -> Response:
     """An unknown path or method answered in the error shape of the dialect the request suggests."""
-    status, payload = error_response(scope_dialect(request.scope), err)
+    status, payload = error_response(scope_dialect(cast("Scope", request.scope)), err)  # (Starlette types it a MutableMapping; it is the ASGI dict)
     return Response(payload, status, headers=headers, media_type="application/json")
 
 
