@@ -21,7 +21,7 @@ from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.inspector import CURRENT
-from gateway.ir import ChatRequest
+from gateway.ir import ChatRequest, Message
 from gateway.observe import AccessRecord, request_id_for
 from gateway.passthrough import FramePassthrough
 from gateway.reply import ReplyBuilder
@@ -164,7 +164,7 @@ class Relay:
             headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
         await send_json(ex.send, status, body, headers)
 
-    async def _detached(self, ex: Exchange, turn: list[Any], receive: Receive, shared: SharedRecord) -> None:
+    async def _detached(self, ex: Exchange, turn: list[Message], receive: Receive, shared: SharedRecord) -> None:
         """A stored interaction / background response: the generation outlives this connection.
 
         Its usage, stop reason and error go into the access record of THIS request (the one that
@@ -396,7 +396,7 @@ class SharedRecord:
 class Persist:
     """Keeps a stored (not detached) Responses answer: folds its events, stores it at the end."""
 
-    def __init__(self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Any]) -> None:
+    def __init__(self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Message]) -> None:
         self.stateful, self.dialect, self.codec, self.turn = stateful, dialect, codec, turn
         self.builder = ReplyBuilder()
 
