@@ -129,6 +129,22 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
 
 
 @dataclass(slots=True)
+class _Failures:
+    """What the attempts of one request ran into: the last upstream failure, and the first target
+    that could not carry the request (nothing was sent to it)."""
+
+    last: GatewayError | None = None
+    refused: GatewayError | None = None
+
+    def final(self) -> GatewayError:
+        # Only when no target could carry the request is the refusal the answer; a target that was
+        # tried and failed says more (it may answer on a retry).
+        final = self.last or self.refused
+        assert final is not None
+        return final
+
+
+@dataclass(slots=True)
 class _Opening:
     """One request's open_upstream: what every attempt of it reads, and what they ran into."""
 
@@ -138,7 +154,7 @@ class _Opening:
     stream_upstream: bool
     attempts: list[Attempt]
     trace: RequestTrace | None
-    failures: _Failures = field(default_factory=lambda: _Failures())
+    failures: _Failures = field(default_factory=_Failures)
 
 
 async def _attempt(op: _Opening, provider: Provider, target: Target, attempt: Attempt) -> tuple[EventSource, list[Event], list[str]]:
@@ -251,7 +267,8 @@ async def open_upstream(
     meanwhile (the client hung up) still knows what was tried and what it used.
     ``routing``: for a route with ``targets``, the balancer, cooldowns and affinity (routing.py);
     without it every route is tried in its configured order.
-    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace."""
+    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace.
+    No target answered: ``AttemptsFailed``, the caller's error with every attempt made."""
     op = _Opening(providers, req, passthrough_dialect, stream_upstream, [] if attempts is None else attempts, trace)
     try:
         if routing is not None and resolved.balanced:
@@ -263,22 +280,6 @@ async def open_upstream(
         raise op.failures.final()
     except GatewayError as err:
         raise AttemptsFailed(err, op.attempts) from None
-
-
-@dataclass(slots=True)
-class _Failures:
-    """What the attempts of one request ran into: the last upstream failure, and the first target
-    that could not carry the request (nothing was sent to it)."""
-
-    last: GatewayError | None = None
-    refused: GatewayError | None = None
-
-    def final(self) -> GatewayError:
-        # Only when no target could carry the request is the refusal the answer; a target that was
-        # tried and failed says more (it may answer on a retry).
-        final = self.last or self.refused
-        assert final is not None
-        return final
 
 
 async def _try_target(op: _Opening, target: Target, tries: int | None = None, fallback: int = 0) -> Opened | GatewayError | None:
