@@ -8,6 +8,7 @@ the system's headless Chromium (Debian's ``chromium``; nothing is downloaded).
 from __future__ import annotations
 
 import sys
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,21 @@ from tests.support.fake_upstream import FakeUpstream, ServerThread  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 ADMIN, CALLER = "adm-screenshots", "sk-screenshots"
+RATES = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75, "reasoning": 15.0}  # $/Mtok, for a cost to show
+TOOLS = '[{"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]'
+
+
+def playground(page: Any, url: str) -> None:
+    """The Playground after one streamed answer: thinking, a tool call, usage and cost."""
+    page.fill("#pg-model", "anthropic--thinking_tool_call")
+    page.select_option("#pg-dialect", "openai-responses")
+    page.fill("#pg-key", CALLER)
+    page.click("details summary")
+    page.fill("#pg-tools", TOOLS)
+    page.check('input[name="thinking"]')
+    page.click("#pg-send")
+    page.wait_for_selector("#pg-answer[data-booked]")
+    page.click("details summary")  # folded again: the answer in view
 
 
 def traffic(url: str) -> str:
@@ -51,11 +67,13 @@ def main() -> None:
         conf["auth"] = {"keys_env": "", "keys": [CALLER]}
         conf["admin"] = {"key": ADMIN}
         conf["inspector"] = {"capture": "all"}
+        conf["prices"] = {"*": RATES}
         with ServerThread(create_app(Settings(**conf))) as gw, sync_playwright() as p:
             rid = traffic(gw.url)
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             shots = [("overview", "overview", 1280, 800), ("requests", "requests", 1280, 800), (f"inspector/{rid}", "inspector", 1280, 800),
-                     ("keys", "keys", 1280, 800), ("requests", "requests-phone", 390, 844), (f"inspector/{rid}", "inspector-phone", 390, 844)]
+                     ("keys", "keys", 1280, 800), ("requests", "requests-phone", 390, 844), (f"inspector/{rid}", "inspector-phone", 390, 844),
+                     ("playground", "playground", 1280, 800), ("playground", "playground-phone", 390, 844)]
             for route, name, width, height in shots:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(gw.url + "/ui")
@@ -64,6 +82,8 @@ def main() -> None:
                 page.wait_for_selector('#view[data-ready="overview"]')
                 page.goto(gw.url + f"/ui#/{route}")
                 page.wait_for_selector(f'#view[data-ready="{route.split("/")[0]}"]')
+                if route == "playground":
+                    playground(page, gw.url)
                 out = ROOT / "docs" / f"console-{name}.png"
                 page.screenshot(path=str(out), full_page=False)
                 print("wrote", out.relative_to(ROOT))

@@ -35,6 +35,13 @@ def _serve(args: argparse.Namespace) -> int:
     if args.config:
         os.environ["GATEWAY_CONFIG"] = args.config
     settings = load_settings(args.config)
+    from gateway.platforms import ConfigError, check_platforms
+
+    try:
+        check_platforms(settings)  # a platform's missing extra fails here, naming it, not at the first request
+    except ConfigError as exc:
+        print(f"invalid config: {exc}", file=sys.stderr)
+        return 2
     host = args.host or settings.server.host
     port = args.port or settings.server.port
     workers = args.workers or settings.server.workers
@@ -83,11 +90,23 @@ def _check_config(args: argparse.Namespace) -> int:
     except Exception as exc:  # pydantic ValidationError, TOML errors, missing references
         print(f"invalid config {args.path}: {exc}", file=sys.stderr)
         return 1
+    from gateway.platforms import ConfigError, check_platforms, platform_for
+
+    try:
+        check_platforms(settings)
+    except ConfigError as exc:
+        print(f"invalid config {args.path}: {exc}", file=sys.stderr)
+        return 1
     router = Router(settings)
     print(f"config OK: {len(settings.providers)} providers, {len(settings.routes)} routes")
     for p in settings.providers:
-        has_key = "key set" if p.key() else ("no key needed" if p.dialect == "demo" else "NO KEY")
-        print(f"  provider {p.name}: {p.dialect} {p.base_url} ({has_key})")
+        if p.dialect == "demo":
+            print(f"  provider {p.name}: demo (no key needed)")
+            continue
+        platform = platform_for(p)
+        where = p.dialect if p.platform is None else f"{p.dialect} on {p.platform}"
+        # where the credentials come from, never their value
+        print(f"  provider {p.name}: {where} {platform.base_url(p)} (credentials: {platform.credential_source(p)})")
     for r in settings.routes:
         if r.provider is not None:
             chain = " -> ".join([f"{r.provider}:{r.upstream_model or '<same name>'}", *r.fallbacks])

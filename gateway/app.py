@@ -32,6 +32,7 @@ from gateway.ledger import Ledger
 from gateway.limits import Limiter
 from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
+from gateway.platforms import check_platforms
 from gateway.prices import PriceBook
 from gateway.relay import Relay
 from gateway.router import Router
@@ -153,6 +154,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
 
 def create_state(settings: Settings) -> GatewayState:
     """Everything a running gateway holds, before the store is open (see ``create_app``'s lifespan)."""
+    check_platforms(settings)  # settings complete, each platform's extra installed: fail now, naming it
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
     keys = settings.auth.resolved_keys()

@@ -123,7 +123,7 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
         sampling_exclusive_models=None if settings.sampling_exclusive_models is None else tuple(settings.sampling_exclusive_models),
         adaptive_thinking_models=None if settings.adaptive_thinking_models is None else tuple(settings.adaptive_thinking_models),
     )
-    call = codec.build_request(req, target.upstream_model, options)
+    call = provider.platform.adapt(codec.build_request(req, target.upstream_model, options), target.upstream_model, settings)
     call.dropped[:0] = dropped
     return call
 
@@ -185,7 +185,7 @@ async def _attempt(op: _Opening, provider: Provider, target: Target, attempt: At
                 raise GatewayError("bad_gateway", f"upstream {provider.name} redirected (HTTP {response.status_code} to {where}): check its base_url", 502)
             if response.status_code >= 400 or response.status_code < 200:
                 body = await http_client.read_at_most(response, 1 << 20)  # an error body: a megabyte says enough
-                err = codec.decode_error(response.status_code, body)
+                err = provider.platform.decode_error(response.status_code, response.headers, body) or codec.decode_error(response.status_code, body)
                 err.retry_after = _retry_after(response)
                 if response.status_code in (401, 403):
                     # The provider refused the *gateway's* credentials: the caller's key was fine,

@@ -42,6 +42,7 @@ _PROVIDER_ID = {
     "openai-responses": "openai",
     "gemini": "google",
     "gemini-interactions": "google",
+    "bedrock-converse": "aws",
 }
 _CACHE_SECONDS = 60.0  # dated / time-of-day prices in the database are looked up again after this
 

@@ -31,6 +31,7 @@ from gateway.stateful import Stateful, new_stored_id
 from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
+    from gateway.console.stats import Recent
     from gateway.observe import Observer
     from gateway.state import GatewayState
 
@@ -109,7 +110,7 @@ class Relay:
                     turn = await stateful.prepare(req, dialect)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
-                        shared = SharedRecord(state.observer, record)
+                        shared = SharedRecord(state.observer, record, state.console)
                         await self._detached(ex, turn, receive, shared)
                         return
                     if stateful.persists(req, dialect):
@@ -135,7 +136,7 @@ class Relay:
         finally:
             if shared is None:
                 state.observer.finish(record)
-                if state.console is not None:  # (a detached generation's record is finished later, unseen here)
+                if state.console is not None:  # (a detached generation's: by SharedRecord when it ends)
                     state.console.note(record)
             else:
                 shared.release()
@@ -374,10 +375,11 @@ class SharedRecord:
     ends, long after its POST was answered. The one record per generation a spend ledger settles.
     """
 
-    __slots__ = ("observer", "record", "holders")
+    __slots__ = ("observer", "record", "holders", "console")
 
-    def __init__(self, observer: Observer, record: AccessRecord) -> None:
+    def __init__(self, observer: Observer, record: AccessRecord, console: Recent | None = None) -> None:
         self.observer, self.record, self.holders = observer, record, 1
+        self.console = console  # the web console's ring (gateway.console.stats.Recent), when [admin] is set
 
     def events(self, batch: list[Event]) -> None:
         for event in batch:
@@ -391,6 +393,8 @@ class SharedRecord:
         self.holders -= 1
         if self.holders == 0:
             self.observer.finish(self.record)
+            if self.console is not None:  # the console's Requests/Overview see it once, finished
+                self.console.note(self.record)
 
 
 class Persist:

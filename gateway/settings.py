@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "demo"]
+Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "bedrock-converse", "demo"]
 # "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
 # "always": every one ends with it (clients that index choices[0] on every chunk break on it).
 StreamUsage = Literal["asked", "always"]
@@ -140,6 +140,15 @@ class ProviderSettings(BaseModel):
     # Anthropic: upstream-model globs asked for thinking as {type: adaptive} + output_config.effort
     # instead of {type: enabled, budget_tokens}; None = the built-in list (Claude 4.6 and later).
     adaptive_thinking_models: list[str] | None = None
+    # Cloud platforms (CONTRACT.md "Cloud platforms"; gateway/platforms/): None = the provider's own API.
+    platform: Literal["bedrock", "vertex", "azure"] | None = None
+    region: str | None = None  # bedrock: the AWS region (bedrock-runtime.{region}.amazonaws.com)
+    project: str | None = None  # vertex: the Google Cloud project
+    location: str | None = None  # vertex: us-central1 …, "global", or the "us" / "eu" multi-regions
+    api_version: str | None = None  # azure: the api-version query parameter
+    deployments: dict[str, str] = Field(default_factory=dict)  # azure: upstream model -> deployment name
+    endpoint_url: str | None = None  # overrides the platform's host (private endpoint, test double)
+    token_url: str | None = None  # vertex: the OAuth token endpoint when the credentials name none
 
     @field_validator("drop_unsupported")
     @classmethod
@@ -348,5 +357,5 @@ def validate_references(settings: Settings) -> None:
         if bool(key.key_env) == bool(key.key_sha256):
             raise ValueError(f"key {key.name!r} needs exactly one of key_env or key_sha256")
     for provider in settings.providers:
-        if provider.dialect != "demo" and not provider.base_url:
+        if provider.dialect != "demo" and provider.platform is None and not provider.base_url:
             raise ValueError(f"provider {provider.name!r} needs a base_url")

@@ -27,7 +27,8 @@ from gateway.events import (
     Usage,
 )
 from gateway.http_client import Response, read_at_most
-from gateway.sse import SSEDecoder, SSEFrame
+from gateway.platforms.base import FramerError
+from gateway.sse import SSEFrame
 from gateway.upstream import Provider
 
 MAX_WHOLE_REPLY = 64 << 20  # a whole JSON reply; streamed ones are read as they come
@@ -89,7 +90,7 @@ class HttpEventSource(EventSource):
         self._reads = _body_reads(response)
         content_type = response.headers.get("content-type", "")
         self.is_json = "application/json" in content_type
-        self._sse = SSEDecoder()
+        self._sse = provider.platform.framer(provider.settings)  # SSE, or the platform's (Bedrock: eventstream)
         self._decoder = codec.stream_decoder()
         self.keep_frames = False
         self._resumes = 0
@@ -123,7 +124,11 @@ class HttpEventSource(EventSource):
                     if not self.done and await self._resume():  # (done: the dialect's end was handed out; EOF is simply the end)
                         continue
                     return self._finish()
-                frames = self._sse.feed(chunk)
+                try:
+                    frames = self._sse.feed(chunk)
+                except FramerError as exc:  # a platform's exception frame, a bad checksum
+                    self.done = True
+                    return [exc.error]
             events: list[Event] = []
             if until_content:
                 for i, frame in enumerate(frames):
@@ -169,7 +174,7 @@ class HttpEventSource(EventSource):
         self._reads = _body_reads(response)
         if response.status_code >= 400:
             return False
-        self._sse = SSEDecoder()  # a half-received frame is dropped: it is replayed after last_event_id
+        self._sse = self._provider.platform.framer(self._provider.settings)  # a half-received frame is dropped: it is replayed after last_event_id
         return True
 
     def _finish(self) -> list[Event]:

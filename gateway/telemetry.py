@@ -61,6 +61,7 @@ OPERATION = {
     "openai-responses": "chat",
     "gemini": "generate_content",
     "gemini-interactions": "chat",
+    "bedrock-converse": "chat",
     "demo": "chat",
 }
 DIALECT_PROVIDER = {
@@ -69,6 +70,7 @@ DIALECT_PROVIDER = {
     "openai-responses": "openai",
     "gemini": "gcp.gemini",
     "gemini-interactions": "gcp.gemini",
+    "bedrock-converse": "aws.bedrock",
     "demo": "gateway.demo",
 }
 # A provider reached through another's wire format is named by its host (the conventions' values).

@@ -29,6 +29,7 @@ from gateway.dialects.base import UpstreamCall
 from gateway.http_client import LocalProtocolError, Response
 from gateway.http_pool import trust_context
 from gateway.http_transport import GatewayTransport, UpstreamClient, open_connections
+from gateway.platforms import Platform, platform_for
 from gateway.settings import ProviderSettings
 
 log = logging.getLogger("gateway.upstream")
@@ -72,6 +73,10 @@ class Provider:
     _headers: dict[str, httpx.Headers] = field(default_factory=dict)  # by method kind: "GET" / "POST"
     _extensions: dict[str, object] = field(default_factory=dict)
     _urls: dict[tuple[str, tuple[tuple[str, str], ...]], httpx.URL] = field(default_factory=dict)
+    platform: Platform = field(init=False)  # where the dialect is spoken (gateway/platforms/)
+
+    def __post_init__(self) -> None:
+        self.platform = platform_for(self.settings) if self.settings.dialect != "demo" else Platform()
 
     @property
     def name(self) -> str:
@@ -88,9 +93,11 @@ class Provider:
         headers = {"user-agent": USER_AGENT, "accept": "text/event-stream, application/json", "accept-encoding": "identity"}
         for name, value in s.headers.items():
             headers[name.lower()] = value
-        headers.update(auth_headers(s))
+        headers.update(self.platform.headers(s))
+        if self.auth is None:
+            self.auth = self.platform.auth(s)
         # Host first, as httpx would put it; every call goes to the base URL's origin.
-        host = {"host": httpx.URL(s.base_url).netloc.decode("ascii")}
+        host = {"host": httpx.URL(self.platform.base_url(s)).netloc.decode("ascii")}
         self._headers = {"GET": httpx.Headers({**host, **headers}), "POST": httpx.Headers({**host, **headers, "content-type": "application/json"})}
         self.client = upstream_client(s, self.auth)
         self._extensions = {"timeout": self.client.timeout.as_dict()}
@@ -104,7 +111,7 @@ class Provider:
 
     def url(self, call: UpstreamCall) -> str:
         # A query in base_url (Azure's ?api-version=…) stays a query, after the call's path.
-        base, _, query = self.settings.base_url.partition("?")
+        base, _, query = self.platform.base_url(self.settings).partition("?")
         if call.params:
             query = (query + "&" if query else "") + urlencode(call.params)
         return base.rstrip("/") + call.path + ("?" + query if query else "")
@@ -180,18 +187,3 @@ def upstream_client(s: ProviderSettings, auth: httpx.Auth | None = None) -> http
         trust_env=s.trust_env, follow_redirects=False,
     )
 
-
-def auth_headers(s: ProviderSettings) -> dict[str, str]:
-    key = s.key()
-    headers: dict[str, str] = {}
-    if s.dialect == "anthropic":
-        headers["anthropic-version"] = "2023-06-01"
-        if key:
-            headers["x-api-key"] = key
-    elif s.dialect in ("openai-chat", "openai-responses"):
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-    elif s.dialect in ("gemini", "gemini-interactions"):
-        if key:
-            headers["x-goog-api-key"] = key
-    return headers

@@ -4,11 +4,15 @@ system binary; nothing is downloaded). Skipped when /usr/bin/chromium or the dri
 A user types the admin key; every page loads without a console error; a request made by an SDK
 appears in Requests with its tokens; its row opens the Inspector, which shows the upstream's raw
 frames beside the caller's; the Overview updates without a reload; no response the page fetched
-contains a secret; the pages fit a phone's width without horizontal scrolling.
+contains a secret; the pages fit a phone's width without horizontal scrolling. The Playground
+streams an answer in each caller dialect from that dialect's own events (thinking, tool-call
+arguments filling in), ends with the stream's usage and the cost the gateway booked, shows hostile
+model output as text, shows a broken stream as broken, and a refused caller key's own error.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -22,24 +26,40 @@ import pytest
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import gateway_config
-from tests.support.fake_upstream import FakeUpstream, ServerThread
+from tests.support.fake_upstream import CAPTURES, FakeUpstream, ServerThread
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 ADMIN = "adm-browser-secret-7f3a"
 CALLER = "sk-caller-browser-9c1d"
 SECRETS = (ADMIN, CALLER, "sk-upstream-")
+RATES = {"input": 1.0, "output": 10.0, "cache_read": 0.1, "cache_write": 2.0, "reasoning": 20.0}  # $/Mtok: every answer has a real cost
+HOSTILE = "<img src=x onerror=alert(1)> <script>alert(2)</script>"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 
 
 @pytest.fixture(scope="module")
-def console(fake: FakeUpstream) -> Iterator[ServerThread]:
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """A second loopback upstream whose Anthropic answer is markup: it must reach the page as text."""
+    root = tmp_path_factory.mktemp("hostile-captures")
+    (root / "anthropic").mkdir()
+    text = (CAPTURES / "anthropic" / "text.sse").read_text()
+    (root / "anthropic" / "markup.sse").write_text(text.replace("Hello from", HOSTILE))
+    with ServerThread(FakeUpstream(captures=root)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def console(fake: FakeUpstream, hostile: ServerThread) -> Iterator[ServerThread]:
     conf = gateway_config(f"http://127.0.0.1:{fake.port}")
     conf["auth"] = {"keys_env": "", "keys": [CALLER]}
     conf["admin"] = {"key": ADMIN}
     conf["inspector"] = {"capture": "all"}
+    conf["prices"] = {"*": RATES}
+    conf["providers"].append({**conf["providers"][0], "name": "up-hostile", "dialect": "anthropic", "base_url": hostile.url, "api_key": "sk-upstream-hostile"})
+    conf["routes"].insert(0, {"model": "markup", "provider": "up-hostile", "upstream_model": "x--markup"})
     with ServerThread(create_app(Settings(**conf))) as server:
         yield server
 
@@ -154,7 +174,7 @@ def test_the_overview_updates_without_a_reload(console: ServerThread, browser: A
     w.context.close()
 
 
-@pytest.mark.parametrize("page", ["overview", "requests", "inspector", "keys"])
+@pytest.mark.parametrize("page", ["overview", "requests", "inspector", "keys", "playground"])
 def test_every_page_fits_a_phone_and_loads_clean(console: ServerThread, browser: Any, page: str) -> None:
     _sdk_request(console, "openai-chat--text")
     w = Watched(browser, 390, 844)
@@ -211,5 +231,155 @@ def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: Ser
         time.sleep(0.2)
     carrying = [u for u, b in w.bodies if secret.encode() in b]
     assert len(carrying) == 1 and carrying[0].endswith("/admin/keys")  # the creation's answer only: shown once
+    w.check_clean()
+    w.context.close()
+
+
+# -- the Playground ------------------------------------------------------------------------------
+TOOLS = '[{"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]'
+# Every change of a tool call's argument text, as the page made it (the arguments filling in).
+WATCH_ARGS = """() => { window.argsSeen = []; new MutationObserver((ms) => { for (const m of ms) {
+  const pre = m.target.parentElement; if (pre && pre.classList.contains("pg-args")) window.argsSeen.push(m.target.data); } })
+  .observe(document.getElementById("view"), { subtree: true, characterData: true }); }"""
+
+
+def _play(w: Watched, base: str, model: str, dialect: str, key: str | None = CALLER, tools: str = "", thinking: bool = False) -> Any:
+    """Send one prompt from the Playground; the answer element once its cost lookup is over."""
+    w.page.goto(base + "/ui#/playground")
+    w.wait_ready("playground")
+    w.page.fill("#pg-model", model)
+    w.page.select_option("#pg-dialect", dialect)
+    if key is not None:
+        w.page.fill("#pg-key", key)
+    if tools:
+        w.page.click("details summary")
+        w.page.fill("#pg-tools", tools)
+    if thinking:
+        w.page.check('input[name="thinking"]')
+    w.page.evaluate(WATCH_ARGS)
+    w.page.click("#pg-send")
+    w.page.wait_for_selector("#pg-answer[data-booked]", timeout=15000)
+    return w.page.locator("#pg-answer")
+
+
+def _booked(server: ServerThread, rid: str) -> dict[str, Any]:
+    records = httpx.get(server.url + "/admin/console/requests", params={"request_id": rid}, headers={"authorization": f"Bearer {ADMIN}"}).json()["requests"]
+    assert len(records) == 1
+    return dict(records[0])
+
+
+def _blocks(w: Watched) -> list[tuple[str, str]]:
+    return [(b.get_attribute("data-kind") or "", b.locator("pre").inner_text()) for b in w.page.locator(".pg-block").all()]
+
+
+@pytest.mark.parametrize(("dialect", "model"), [
+    ("anthropic", "anthropic--thinking_tool_call"),
+    ("openai-chat", "openai-responses--thinking_tool_call"),
+    ("openai-responses", "anthropic--tool_call"),
+    ("gemini", "openai-chat--thinking"),
+    ("gemini-interactions", "anthropic--thinking_tool_call"),
+])  # fmt: skip
+def test_the_playground_draws_the_answer_from_the_dialects_own_stream(console: ServerThread, browser: Any, fake: FakeUpstream, dialect: str, model: str) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    answer = _play(w, console.url, model, dialect, tools=TOOLS if "tool" in model else "", thinking="thinking" in model)
+    assert answer.get_attribute("data-state") == "done", answer.inner_text()
+    blocks = _blocks(w)
+    kinds = [k for k, _ in blocks]
+    sent = fake.received[-1].body
+    if "tool" in model:
+        assert "get_weather" in json.dumps(sent)  # the neutral tool reached the upstream, converted twice
+        assert kinds[-1] == "tool" and w.page.locator(".pg-tool-name").inner_text() == "get_weather"
+        args = json.loads(blocks[-1][1])
+        assert args["city"] == "Paris"
+        if dialect != "gemini":  # Gemini's functionCall arrives whole; the others stream the arguments
+            seen = w.page.evaluate("() => window.argsSeen")
+            assert len(seen) >= 2 and seen[0] != seen[-1] and seen[-1] == blocks[-1][1]  # it filled in, delta by delta
+            assert w.page.locator(".pg-block[data-json=valid]").count() == 1
+    if "thinking" in model:
+        assert kinds[0] == "thinking" and blocks[0][1].strip()
+    if model.endswith("--thinking"):
+        assert kinds[-1] == "text" and blocks[-1][1].strip()
+    rid = answer.get_attribute("data-request-id")
+    record = _booked(console, rid)
+    usage = w.page.locator("#pg-usage").inner_text()
+    assert f"in {record['input_tokens']}" in usage and f"out {record['output_tokens']}" in usage and "stop:" in usage
+    assert record["cost_usd"] and float(w.page.locator("#pg-cost [data-cost]").get_attribute("data-cost")) == record["cost_usd"]
+    assert "Cost: $" in w.page.locator("#pg-cost").inner_text()
+    assert record["dialect"] == dialect and record["status"] == 200
+    w.no_horizontal_scroll()
+    assert CALLER not in w.page.content() and w.page.locator("#pg-key").input_value() == ""  # the caller key is never shown back
+    w.check_clean()
+    w.context.close()
+
+
+@pytest.mark.parametrize(("dialect", "model"), [
+    ("anthropic", "openai-chat--error_mid_stream"),
+    ("openai-chat", "anthropic--cut_mid_event"),
+    ("gemini", "anthropic--error_mid_stream"),
+    ("openai-responses", "gemini--cut_mid_event"),
+])  # fmt: skip
+def test_an_answer_broken_mid_stream_shows_its_part_and_the_error(console: ServerThread, browser: Any, dialect: str, model: str) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    answer = _play(w, console.url, model, dialect)
+    assert answer.get_attribute("data-state") == "error"  # never a cut answer that looks finished
+    assert "Partial" in w.page.locator(".pg-block[data-kind=text] pre").inner_text()
+    assert w.page.locator(".pg-error").count() >= 1 and w.page.locator(".pg-error").first.inner_text().strip()
+    w.check_clean()
+    w.context.close()
+
+
+def test_hostile_model_output_is_shown_as_text(console: ServerThread, browser: Any) -> None:
+    w = Watched(browser)
+    dialogs: list[str] = []
+
+    def dialog(d: Any) -> None:  # an alert() the markup would run if it were parsed as HTML
+        dialogs.append(d.message)
+        d.dismiss()
+
+    w.page.on("dialog", dialog)
+    w.sign_in(console.url)
+    answer = _play(w, console.url, "markup", "openai-chat")
+    assert answer.get_attribute("data-state") == "done"
+    assert HOSTILE in w.page.locator(".pg-block[data-kind=text] pre").inner_text()
+    assert w.page.locator("#pg-answer img, #pg-answer script").count() == 0
+    assert dialogs == []
+    w.check_clean()
+    w.context.close()
+
+
+def test_a_wrong_or_missing_caller_key_shows_the_gateways_error(console: ServerThread, browser: Any) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    answer = _play(w, console.url, "anthropic--text", "anthropic", key="sk-not-a-key")
+    assert answer.get_attribute("data-state") == "error"
+    assert "HTTP 401" in answer.inner_text() and "invalid API key" in answer.inner_text()
+    assert w.page.locator("#pg-key").input_value() == ""  # the key typed is never shown back
+    w.page.click("text=Forget the caller key")
+    answer = _play(w, console.url, "anthropic--text", "gemini", key=None)
+    assert "HTTP 401" in answer.inner_text() and "missing API key" in answer.inner_text()
+    assert w.page.locator("#view").get_attribute("data-ready") == "playground"  # the admin session is untouched
+    w.problems = [p for p in w.problems if "status of 401" not in p]  # the browser logs the refused fetch itself
+    w.check_clean()
+    w.context.close()
+
+
+def test_stop_ends_the_stream_and_the_gateway_books_the_hang_up(console: ServerThread, browser: Any) -> None:
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.goto(console.url + "/ui#/playground")
+    w.wait_ready("playground")
+    w.page.fill("#pg-model", "anthropic--slow_stream")  # 500 events, 10 ms apart
+    w.page.select_option("#pg-dialect", "openai-chat")
+    w.page.fill("#pg-key", CALLER)
+    w.page.click("#pg-send")
+    w.page.wait_for_selector(".pg-block[data-kind=text]", timeout=10000)
+    w.page.click("#pg-stop")
+    w.page.wait_for_selector("#pg-answer[data-booked]", timeout=15000)
+    answer = w.page.locator("#pg-answer")
+    assert answer.get_attribute("data-state") == "error" and "Stopped" in answer.inner_text()
+    assert "HTTP 499 (client_gone)" in w.page.locator("#pg-cost").inner_text()  # the gateway saw the caller hang up
+    w.problems = [p for p in w.problems if "ERR_ABORTED" not in p]  # the fetch the page aborted itself
     w.check_clean()
     w.context.close()

@@ -10,8 +10,10 @@ Admin endpoints (the admin key as Bearer, 401 otherwise):
 * ``GET /admin/inspector`` — the kept captures, newest first (summaries);
 * ``GET /admin/inspector/{request_id}`` — one capture (``?download=1``: as an attachment;
   ``?side=upstream``: the upstream body as a ``captures/``-style replay file);
-* ``GET /admin/console/requests?key=&model=&status=&limit=`` — this process's recent records;
-* ``GET /admin/console/info`` — what the console can show here (named keys or not);
+* ``GET /admin/console/requests?key=&model=&status=&request_id=&limit=`` — the recent request records:
+  the store's log (every worker and replica), or this process's ring without a store, when the
+  store fails, or with ``source=process``;
+* ``GET /admin/console/info`` — what the console can show here (named keys or not, the route names);
 * ``GET /admin/console/overview`` — the last hour's figures; ``/admin/console/live`` the same as
   an SSE stream (one ``overview`` event every ``interval`` seconds, 2 by default).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +31,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from gateway.console.stats import select
 from gateway.inspector import upstream_replay
+from gateway.models_endpoints import listed_models
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState
 
+log = logging.getLogger("gateway.console")
 STATIC = Path(__file__).parent / "static"
+STORE_SCAN = 5000  # records of the store's log a filtered Requests view looks through
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -71,7 +78,8 @@ def console_routes(state: GatewayState) -> list[Route]:
         async def endpoint(request: Request) -> Response:
             if not authorized(request):
                 return _json({"error": {"message": "the admin API needs the admin key as Authorization: Bearer", "type": "authentication_error"}}, 401)
-            return await handler(request)
+            response: Response = await handler(request)
+            return response
 
         return endpoint
 
@@ -106,11 +114,28 @@ def console_routes(state: GatewayState) -> list[Route]:
             limit = max(1, min(1000, int(q.get("limit", "200"))))
         except ValueError:
             return _json({"error": {"message": "limit must be an integer", "type": "invalid_request_error"}}, 400)
-        return _json({"requests": state.console.latest(limit, q.get("key") or None, q.get("model") or None, q.get("status") or None)})
+        filters = (q.get("key") or None, q.get("model") or None, q.get("status") or None, q.get("request_id") or None)
+        if q.get("source") != "process" and state.stateful is not None:
+            try:
+                return _json({"source": "store", "requests": await _stored(limit, *filters)})
+            except Exception:  # the store is out: this process's own records still answer
+                log.warning("console: the store's request records are unavailable; showing this process's", exc_info=True)
+        return _json({"source": "process", "requests": state.console.latest(limit, *filters)})
+
+    async def _stored(limit: int, key: str | None, model: str | None, status: str | None, request_id: str | None) -> list[dict[str, Any]]:
+        """The store's request log (``GET /admin/requests``'s: every worker and replica, detached
+        generations once finished), filtered like the ring; a filter reads further back."""
+        await state.ledger.flush()
+        scan = limit if not (model or status or request_id) else STORE_SCAN
+        records = await state.stateful.store.recent_requests(key, scan)
+        return select(records, limit, None, model, status, request_id)
 
     async def info(request: Request) -> Response:
-        """What this gateway offers the console (the Keys page needs the named keys of the admin API)."""
-        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode})
+        """What this gateway offers the console: named keys (the Keys page), the routes (the Playground:
+        the models list's names, then the wildcard patterns as a hint of what else routes)."""
+        listed = listed_models(state)
+        patterns = [r.model for r in state.settings.routes if r.model not in listed]
+        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]})
 
     async def overview(request: Request) -> Response:
         return _json(state.console.overview())

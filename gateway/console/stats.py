@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 RECENT = 1000  # request records kept for the Requests page
@@ -23,6 +24,30 @@ FIELDS = (
     "status", "ttfb_ms", "duration_ms", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
     "reasoning_tokens", "stop_reason", "error_kind", "cost_usd",
 )  # fmt: skip
+
+
+def select(
+    lines: Iterable[dict[str, Any]], limit: int, key: str | None = None, model: str | None = None, status: str | None = None, request_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The first ``limit`` of ``lines`` (newest first) that pass the Requests page's filters:
+    ``status`` is ``error`` (>= 400 or an in-stream error) or one code; ``model`` either name."""
+    out = []
+    for line in lines:
+        if request_id and line.get("request_id") != request_id:
+            continue
+        if key and line.get("key") != key:
+            continue
+        if model and model not in (line.get("model"), line.get("upstream_model")):
+            continue
+        code = line.get("status") or 0
+        if status == "error" and code < 400 and line.get("error_kind") is None:
+            continue
+        if status and status.isdigit() and str(code) != status:
+            continue
+        out.append(line)
+        if len(out) >= limit:
+            break
+    return out
 
 
 class Bucket:
@@ -73,21 +98,8 @@ class Recent:
             if line["cost_usd"] is not None:
                 row[3] = (row[3] or 0.0) + line["cost_usd"]
 
-    def latest(self, limit: int = 200, key: str | None = None, model: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for line in reversed(self.records):
-            if key and line["key"] != key:
-                continue
-            if model and model not in (line["model"], line["upstream_model"]):
-                continue
-            if status == "error" and line["status"] < 400 and line["error_kind"] is None:
-                continue
-            if status and status.isdigit() and str(line["status"]) != status:
-                continue
-            out.append(line)
-            if len(out) >= limit:
-                break
-        return out
+    def latest(self, limit: int = 200, key: str | None = None, model: str | None = None, status: str | None = None, request_id: str | None = None) -> list[dict[str, Any]]:
+        return select(reversed(self.records), limit, key, model, status, request_id)
 
     def overview(self) -> dict[str, Any]:
         """The last hour, one point per minute (oldest first), and totals per provider/model."""

@@ -151,6 +151,11 @@ class Codec(Protocol):
     limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/carry.py)
     params: dict[str, str]  # IR field -> this dialect's own parameter name, for refusals
 
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """Headers that authenticate (and version) a request to the provider's own API with ``key``
+        (None: no key configured). A cloud platform replaces them with its own (gateway/platforms/)."""
+        ...
+
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest: ...
 
     def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall: ...

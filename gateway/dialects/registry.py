@@ -12,6 +12,7 @@ MODULES = {
     "openai-responses": "gateway.dialects.openai_responses",
     "gemini": "gateway.dialects.gemini",
     "gemini-interactions": "gateway.dialects.gemini_interactions",
+    "bedrock-converse": "gateway.dialects.bedrock_converse",  # upstream only: no caller route
 }
 
 _cache: dict[str, Codec] = {}

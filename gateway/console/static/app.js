@@ -1,34 +1,12 @@
 // The gateway console: plain modules, no build step, no third-party code. Every figure comes from
 // the admin API with the admin key as Bearer; the key lives in sessionStorage (this tab) only.
 import { lineChart, barChart } from "/ui/static/charts.js";
+import { h, fmt } from "/ui/static/dom.js";
+import { playgroundPage } from "/ui/static/playground.js";
 
 const KEY = "gateway-admin-key";
 const view = document.getElementById("view");
 let stopLive = null;
-
-// -- DOM helpers: text only (never innerHTML), so nothing from a request can run as markup ---------
-export function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "class") el.className = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat()) {
-    if (c === null || c === undefined) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-const fmt = {
-  ms: (v) => (v === null || v === undefined ? "–" : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(2)} s`),
-  n: (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString("en-US")),
-  usd: (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(v < 0.01 ? 6 : 4)}`),
-  time: (ts) => new Date(ts * 1000).toLocaleTimeString("en-GB"),
-  pct: (v) => `${(v * 100).toFixed(1)}%`,
-};
 
 // -- the admin API -------------------------------------------------------------------------------
 class Unauthorized extends Error {}
@@ -139,7 +117,7 @@ async function requestsPage(params) {
   const captured = new Set((await api("/admin/inspector")).captures.map((c) => c.request_id));
   const q = new URLSearchParams([...params].filter(([k]) => ["key", "model", "status"].includes(k)));
   q.set("limit", "200");
-  const { requests } = await api(`/admin/console/requests?${q}`);
+  const { requests, source } = await api(`/admin/console/requests?${q}`);
   const rows = requests.map((r) => {
     const bad = r.status >= 400 || r.error_kind;
     const open = () => { location.hash = `#/inspector/${encodeURIComponent(r.request_id)}`; };
@@ -150,7 +128,7 @@ async function requestsPage(params) {
     return tr;
   });
   view.replaceChildren(h("h1", {}, "Requests"), form,
-    h("p", { class: "muted" }, `${requests.length} most recent in this process. A row opens the request; captured ones show their wire.`),
+    h("p", { class: "muted" }, `${requests.length} most recent ${source === "store" ? "in the store (every worker)" : "in this process"}. A row opens the request; captured ones show their wire.`),
     h("div", { class: "table-wrap" }, h("table", { class: "requests" },
       h("thead", {}, h("tr", {}, COLUMNS.map(([c]) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows))));
 }
@@ -211,7 +189,7 @@ async function inspectorPage(id) {
     c = await api(`/admin/inspector/${encodeURIComponent(id)}`);
   } catch (err) {
     if (err.status !== 404) throw err;
-    const rec = (await api("/admin/console/requests?limit=1000")).requests.find((r) => r.request_id === id);
+    const rec = (await api(`/admin/console/requests?request_id=${encodeURIComponent(id)}&limit=1`)).requests[0];
     view.replaceChildren(h("h1", {}, `Request ${id}`), h("p", { class: "muted" }, "Its wire was not captured (see [inspector] capture)."),
       h("pre", { class: "body" }, rec ? JSON.stringify(rec, null, 2) : "No record of it in this process."));
     return;
@@ -307,6 +285,7 @@ async function route() {
     if (page === "requests") await requestsPage(params);
     else if (page === "inspector") await inspectorPage(arg && decodeURIComponent(arg));
     else if (page === "keys") await keysPage();
+    else if (page === "playground") stopLive = await playgroundPage(view, api);
     else await overviewPage();
     view.dataset.ready = page;
   } catch (err) {

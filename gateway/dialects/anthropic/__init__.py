@@ -33,6 +33,10 @@ class AnthropicCodec:
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """The provider's own API: ``x-api-key`` and the API version every request must name."""
+        return {"anthropic-version": "2023-06-01", "x-api-key": key} if key else {"anthropic-version": "2023-06-01"}
+
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)
 

@@ -32,6 +32,10 @@ class InteractionsCodec:
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """The Gemini API: its key in ``x-goog-api-key`` (never in the URL, where logs keep it)."""
+        return {"x-goog-api-key": key} if key else {}
+
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)
 

@@ -50,6 +50,10 @@ class OpenAIChatCodec:
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
 
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """The provider's own API: a bearer token."""
+        return {"authorization": f"Bearer {key}"} if key else {}
+
     def parse_request(self, body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         return request_parse.parse_request(body, meta)
 
