@@ -57,8 +57,11 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
         if "systemInstruction" in call.body or "tools" in call.body:
             body = {"generateContentRequest": {"model": f"models/{target.upstream_model}", **{k: v for k, v in call.body.items() if k in ("contents", "systemInstruction", "tools")}}}
     call.body = body
+    counting = provider.platform.count_call(call, target.upstream_model, provider.settings)  # Vertex: its own routes
+    if counting is None:
+        return None
     try:
-        response = await provider.send(call)
+        response = await provider.send(counting)
     except http_client.HTTPError:
         return None
     try:

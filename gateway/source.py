@@ -127,8 +127,14 @@ class HttpEventSource(EventSource):
                 try:
                     frames = self._sse.feed(chunk)
                 except FramerError as exc:  # a platform's exception frame, a bad checksum
-                    self.done = True
-                    return [exc.error]
+                    self.done = self.synthetic = True  # no frame of the upstream carries this error
+                    before: list[Event] = []
+                    for frame in exc.frames:  # completed in the same read, before the failure
+                        produced = feed(frame)
+                        if keep:
+                            self._frames.append((frame, produced))
+                        before += produced
+                    return [*before, exc.error]
             events: list[Event] = []
             if until_content:
                 for i, frame in enumerate(frames):
@@ -162,6 +168,7 @@ class HttpEventSource(EventSource):
         call = resume_call(self._decoder) if resume_call is not None and self._resumes < 2 else None
         if call is None:
             return False
+        call = self._provider.platform.adapt(call, "", self._provider.settings)  # the platform's path (Vertex: /v1beta1/projects/…)
         self._resumes += 1
         await self._reads.aclose()
         await self._provider.close_response(self._response)

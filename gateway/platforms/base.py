@@ -54,11 +54,13 @@ class Framer(Protocol):
 class FramerError(Exception):
     """Raised by ``Framer.feed`` for what ends the stream in the framing itself: a platform's
     exception frame after the 200 (Bedrock ``throttlingException``), a bad checksum. The event
-    source ends the stream with ``error`` (never garbage, never a silent end)."""
+    source ends the stream with ``error`` (never garbage, never a silent end). ``frames``: those
+    the same ``feed`` completed before it, decoded first (a read may bring both)."""
 
-    def __init__(self, error: StreamError) -> None:
+    def __init__(self, error: StreamError, frames: list[SSEFrame] | None = None) -> None:
         super().__init__(error.message)
         self.error = error
+        self.frames = frames or []
 
 
 class ConfigError(ValueError):
@@ -86,6 +88,11 @@ class Platform:
     def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
         """The codec's call as this platform wants it (path, query, body). Direct: unchanged."""
         return call
+
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+        """The codec's token-counting call (Anthropic ``count_tokens``, Gemini ``countTokens``) as
+        this platform wants it; None: no counting route on this platform (the gateway estimates)."""
+        return call if self.name == "direct" else None
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:
         """Static headers that authenticate (and version) every request: the dialect's own."""

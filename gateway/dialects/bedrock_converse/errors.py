@@ -24,23 +24,13 @@ import orjson
 
 from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
+from gateway.eventstream import EXCEPTIONS
 
 DIALECT = "bedrock-converse"
 
-# exception type (first letter lower-cased, as in the stream union) -> (kind, status)
-KIND_BY_EXCEPTION: dict[str, tuple[str, int]] = {
-    "validationException": ("invalid_request", 400),
-    "accessDeniedException": ("permission", 403),
-    "resourceNotFoundException": ("not_found", 404),
-    "modelTimeoutException": ("timeout", 504),
-    "modelErrorException": ("bad_gateway", 502),
-    "throttlingException": ("rate_limit", 429),
-    "modelNotReadyException": ("rate_limit", 429),
-    "serviceQuotaExceededException": ("rate_limit", 429),
-    "internalServerException": ("api_error", 500),
-    "modelStreamErrorException": ("api_error", 500),
-    "serviceUnavailableException": ("overloaded", 503),
-}
+# exception type -> (kind, status): one table for every Bedrock stream, the framer's (gateway/eventstream.py)
+KIND_BY_EXCEPTION = EXCEPTIONS
+
 
 EXCEPTION_BY_STATUS: dict[int, str] = {
     400: "ValidationException",
@@ -99,14 +89,14 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         return GatewayError("bad_gateway", message, 502, raw=raw, origin=DIALECT)
     if 400 <= status < 600:
         return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT)
-    kind, status = KIND_BY_EXCEPTION.get(_key(raw or ""), ("bad_gateway", 502))
+    kind, status = KIND_BY_EXCEPTION.get(_key(raw or "").lower(), ("bad_gateway", 502))
     return GatewayError(kind, message, status, raw=raw, origin=DIALECT)
 
 
 def stream_error(exception: str, data: Any) -> StreamError:
     """An exception frame of the stream (``exception`` is its ``:exception-type``)."""
     key = _key(exception)
-    kind, status = KIND_BY_EXCEPTION.get(key, ("api_error", 500))
+    kind, status = KIND_BY_EXCEPTION.get(key.lower(), ("bad_gateway", 502))
     message = _message(data) or f"bedrock stream failed: {key}"
     if key == "modelStreamErrorException" and isinstance(data, dict):
         original = data.get("originalMessage")

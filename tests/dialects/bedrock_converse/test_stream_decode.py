@@ -73,7 +73,7 @@ def test_a_new_kind_at_an_open_index_is_a_new_block() -> None:
     assert [e for e in events if not isinstance(e, MessageStart)][:5] == [
         BlockStart(0, "thinking"), ThinkingDelta(0, "Okay, let me think"), BlockStop(0), BlockStart(1, "text"), TextDelta(1, "The answer"),
     ]
-    assert events[-1] == StreamError("api_error", "Model stream error: the model returned an invalid response. (upstream model failure)", 500, raw="ModelStreamErrorException")
+    assert events[-1] == StreamError("bad_gateway", "Model stream error: the model returned an invalid response. (upstream model failure)", 502, raw="ModelStreamErrorException")
 
 
 @pytest.mark.parametrize(
@@ -83,10 +83,10 @@ def test_a_new_kind_at_an_open_index_is_a_new_block() -> None:
         ("validationException", "invalid_request", 400),
         ("internalServerException", "api_error", 500),
         ("serviceUnavailableException", "overloaded", 503),
-        ("modelStreamErrorException", "api_error", 500),
+        ("modelStreamErrorException", "bad_gateway", 502),
         ("modelTimeoutException", "timeout", 504),
         ("ThrottlingException", "rate_limit", 429),  # however the framer spells it
-        ("somethingNewException", "api_error", 500),
+        ("somethingNewException", "bad_gateway", 502),
     ],
 )
 def test_exception_frames(exception: str, kind: str, status: int) -> None:
