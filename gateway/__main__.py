@@ -71,11 +71,11 @@ def _serve(args: argparse.Namespace) -> int:
         lifespan="on",
     )
     if workers > 1:
-        uvicorn.run("gateway.serve:app_from_env", factory=True, workers=workers, **common)  # type: ignore[arg-type]
+        uvicorn.run("gateway.serve:app_from_env", factory=True, workers=workers, **common)
         return 0
     from gateway.serve import GracefulServer, app_from_env
 
-    config = uvicorn.Config(app_from_env(), **common)  # type: ignore[arg-type]
+    config = uvicorn.Config(app_from_env(), **common)
     server = GracefulServer(config)
     server.run()  # picks uvloop when installed (loop="auto")
     return 0
@@ -90,6 +90,7 @@ def _check_config(args: argparse.Namespace) -> int:
     except Exception as exc:  # pydantic ValidationError, TOML errors, missing references
         print(f"invalid config {args.path}: {exc}", file=sys.stderr)
         return 1
+    from gateway import demo
     from gateway.platforms import ConfigError, check_platforms, platform_for
 
     try:
@@ -100,7 +101,7 @@ def _check_config(args: argparse.Namespace) -> int:
     router = Router(settings)
     print(f"config OK: {len(settings.providers)} providers, {len(settings.routes)} routes")
     for p in settings.providers:
-        if p.dialect == "demo":
+        if p.transport == demo.KIND:
             print(f"  provider {p.name}: demo (no key needed)")
             continue
         platform = platform_for(p)
@@ -124,9 +125,9 @@ def _check_config(args: argparse.Namespace) -> int:
             print(f"  {name} resolves via {resolved.route!r} to " + " -> ".join(f"{t.provider}:{t.upstream_model}" for t in resolved.targets))
             continue
         print(f"  {name} resolves via {resolved.route!r}: strategy {resolved.strategy}, affinity {resolved.affinity}, cooldown {resolved.cooldown:g}s")
-        pool = resolved.targets[: resolved.pool]
-        total = sum(t.weight for t in pool) or 1.0
-        for t in pool:
+        balanced = resolved.targets[: resolved.pool]
+        total = sum(t.weight for t in balanced) or 1.0
+        for t in balanced:
             limits = "".join(f", {k} {v}" for k, v in (("rpm", t.rpm), ("tpm", t.tpm)) if v is not None)
             share = f" ({t.weight / total:.0%} of traffic)" if resolved.strategy == "weighted" else ""
             print(f"    target {t.provider}:{t.upstream_model} weight {t.weight:g}{share}{limits}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +34,10 @@ from gateway.prices import NANO
 from gateway.store.counters import SPEND_FIELDS
 
 if TYPE_CHECKING:
-    from gateway.state import GatewayState
     from gateway.keys import KeySpec
+    from gateway.state import GatewayState
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 GROUPS = ("key", "model", "provider", "route", "day")
 
@@ -73,7 +76,7 @@ class Admin:
             Route("/admin/requests", self._wrap(self.requests), methods=["GET"]),
         ]
 
-    def _wrap(self, handler: Any) -> Any:
+    def _wrap(self, handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
             auth = request.headers.get("authorization", "")
             token = auth[7:].strip().encode() if auth[:7].lower() == "bearer " else b""
@@ -111,7 +114,7 @@ class Admin:
         await self.state.keys_ring.refresh(self.store)
 
     def _spec(self, name: str) -> KeySpec:
-        spec = self.state.keys_ring.by_name.get(name)
+        spec: KeySpec | None = self.state.keys_ring.by_name.get(name)
         if spec is None:
             raise AdminError(404, f"no key named {name!r}", "not_found_error")
         return spec
@@ -136,9 +139,8 @@ class Admin:
 
     async def create_key(self, request: Request) -> Response:
         body = await self._body(request)
-        name = body.get("name")
         try:
-            check_name(name)
+            name = check_name(body.get("name"))
             fields = validate_limits(body, partial=False)
         except ValueError as exc:
             raise AdminError(400, str(exc)) from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import cast
 from urllib.parse import parse_qsl
@@ -22,8 +22,8 @@ from starlette.routing import Route
 from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
 from gateway.auth import Authenticator
 from gateway.console.stats import Recent
-from gateway.dialects.base import RequestMeta
-from gateway.dialects.registry import available, codec_for
+from gateway.dialects.base import ModelAction, RequestMeta
+from gateway.dialects.registry import available, caller_dialects, codec_for
 from gateway.edge import EdgeGuard, error_response, scope_dialect
 from gateway.errors import GatewayError
 from gateway.inspector import from_settings
@@ -61,28 +61,54 @@ class DialectEndpoint:
         await self.relay.serve(self.dialect, scope, receive, send, meta)
 
 
-class GeminiEndpoint:
-    """``/v1beta/models/{model}:{action}``: the action after the colon picks the behaviour."""
+class ModelActionEndpoint:
+    """``/{version}/models/{model}:{action}`` (Gemini): the action after the colon picks the
+    behaviour, from the route's ``actions`` (declared by the codec)."""
 
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay, dialect: str, actions: tuple[ModelAction, ...]) -> None:
         self.relay = relay
+        self.dialect = dialect
+        self.actions = {a.name: a for a in actions}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         target = scope["path_params"]["target"]
-        model, _, action = target.rpartition(":")
+        model, _, name = target.rpartition(":")
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if action in ("generateContent", "streamGenerateContent"):
-            meta = RequestMeta(path_model=model, query=query, headers=headers_dict(scope), stream=action == "streamGenerateContent")
-            await self.relay.serve("gemini", scope, receive, send, meta)
+        action = self.actions.get(name)
+        if action is not None and action.kind == "call":
+            meta = RequestMeta(path_model=model, query=query, headers=headers_dict(scope), stream=action.stream)
+            await self.relay.serve(self.dialect, scope, receive, send, meta)
             return
-        if action == "countTokens":
+        if action is not None:
             from gateway.count_tokens import serve_count
 
-            await serve_count(self.relay.state, "gemini", scope, receive, send, RequestMeta(path_model=model, query=query, headers=headers_dict(scope)))
+            await serve_count(self.relay.state, self.dialect, scope, receive, send, RequestMeta(path_model=model, query=query, headers=headers_dict(scope)))
             return
-        err = GatewayError("not_found", f"unknown method {action!r}: use generateContent, streamGenerateContent or countTokens", 404)
-        status, body = codec_for("gemini").render_error(err)
+        *first, last = self.actions
+        err = GatewayError("not_found", f"unknown method {name!r}: use {', '.join(first)} or {last}", 404)
+        status, body = codec_for(self.dialect).render_error(err)
         await send_json(send, status, body)
+
+
+def dialect_routes(state: GatewayState, relay: Relay) -> list[Route]:
+    """Every caller dialect's paths, as its codec declares them (``Codec.routes``)."""
+    from gateway.count_tokens import CountEndpoint
+    from gateway.stored_endpoints import StoredEndpoint
+
+    routes = []
+    for dialect in caller_dialects():
+        for r in codec_for(dialect).routes:
+            endpoint: Callable[[Scope, Receive, Send], Awaitable[None]]
+            if r.kind == "call":
+                endpoint = DialectEndpoint(relay, dialect)
+            elif r.kind == "count":
+                endpoint = CountEndpoint(state, dialect)
+            elif r.kind == "stored":
+                endpoint = StoredEndpoint(state, dialect)
+            else:
+                endpoint = ModelActionEndpoint(relay, dialect, r.actions)
+            routes.append(Route(r.path, endpoint, methods=list(r.methods)))
+    return routes
 
 
 def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
@@ -92,7 +118,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        problems = [p.name for p in state.providers.values() if p.dialect != "demo" and p.pool is None]
+        problems = [p.name for p in state.providers.values() if p.pool is None]
         if problems or state.shutting_down:
             return JSONResponse({"status": "not ready", "providers_not_started": problems, "shutting_down": state.shutting_down}, 503)
         return JSONResponse({"status": "ready", "providers": sorted(state.providers), "routes": len(state.settings.routes)})
@@ -100,7 +126,6 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
     async def metrics(request: Request) -> Response:
         return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    gemini = GeminiEndpoint(relay)
     console_routes = []
     if state.console is not None:
         from gateway.console.routes import console_routes as make_console_routes
@@ -112,29 +137,8 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         from gateway.admin import Admin
 
         admin_routes = Admin(state, admin_key).routes()
-    from gateway.count_tokens import CountEndpoint
-    from gateway.stored_endpoints import StoredEndpoint
-
     routes = [
-        Route("/v1/messages", DialectEndpoint(relay, "anthropic"), methods=["POST"]),
-        Route("/v1/messages/count_tokens", CountEndpoint(state, "anthropic"), methods=["POST"]),
-        Route("/v1/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
-        Route("/chat/completions", DialectEndpoint(relay, "openai-chat"), methods=["POST"]),
-        Route("/v1/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
-        Route("/responses", DialectEndpoint(relay, "openai-responses"), methods=["POST"]),
-        # the SDKs use v1beta; google-genai without an explicit api_version asks for v1
-        *[
-            route
-            for version in ("v1beta", "v1")
-            for route in (
-                Route(f"/{version}/interactions", DialectEndpoint(relay, "gemini-interactions"), methods=["POST"]),
-                Route(f"/{version}/interactions/{{id}}", StoredEndpoint(state, "gemini-interactions"), methods=["GET", "DELETE"]),
-                Route(f"/{version}/interactions/{{id}}/{{action}}", StoredEndpoint(state, "gemini-interactions"), methods=["POST"]),
-            )
-        ],
-        Route("/v1/responses/input_tokens", CountEndpoint(state, "openai-responses"), methods=["POST"]),
-        Route("/v1/responses/{id}", StoredEndpoint(state, "openai-responses"), methods=["GET", "DELETE"]),
-        Route("/v1/responses/{id}/{action}", StoredEndpoint(state, "openai-responses"), methods=["POST", "GET"]),
+        *dialect_routes(state, relay),
         Route("/v1/models", models.list, methods=["GET"]),
         Route("/models", models.list, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -143,8 +147,6 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         *console_routes,
         *admin_routes,
     ]
-    for version in ("v1beta", "v1"):
-        routes.append(Route(f"/{version}/models/{{target:path}}", gemini, methods=["POST"]))
     routes.append(Route("/v1beta/models", models.list, methods=["GET"]))
     routes.append(Route("/v1beta/models/{target:path}", models.get, methods=["GET"]))
     routes.append(Route("/v1/models/{target:path}", models.get, methods=["GET"]))
@@ -176,8 +178,7 @@ def create_state(settings: Settings) -> GatewayState:
     )
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
-        if provider.dialect != "demo":
-            observer.metrics.upstream_pooled.labels(provider.name).set_function(_pooled(provider))
+        observer.metrics.upstream_pooled.labels(provider.name).set_function(_pooled(provider))
     return state
 
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import orjson
 
 from gateway import http_client, inspector
-from gateway.demo import demo_events
 from gateway.carry import CannotCarry, judge, refusal
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.registry import codec_for
@@ -31,7 +30,7 @@ from gateway.http_client import Response
 from gateway.ir import ChatRequest
 from gateway.request_context import Attempt
 from gateway.router import Resolved, Target
-from gateway.source import EventSource, HttpEventSource, ListEventSource
+from gateway.source import EventSource, HttpEventSource
 from gateway.upstream import Provider
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
     """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
     codec = codec_for(settings.dialect)
-    dropped = judge(req, codec.limits, settings.drop_unsupported)
+    dropped = judge(req, provider.limits, settings.drop_unsupported)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),
@@ -160,9 +159,6 @@ class _Opening:
 async def _attempt(op: _Opening, provider: Provider, target: Target, attempt: Attempt) -> tuple[EventSource, list[Event], list[str]]:
     settings = provider.settings
     req = op.req
-    if settings.dialect == "demo":
-        listed = ListEventSource(demo_events(req, target.upstream_model))
-        return listed, await listed.next_batch(), []
     codec = codec_for(settings.dialect)
     call = build_call(provider, target, req, req.stream or op.stream_upstream)
     response: Response | None = None
@@ -195,7 +191,7 @@ async def _attempt(op: _Opening, provider: Provider, target: Target, attempt: At
             source = HttpEventSource(provider, response, codec)
             if capture is not None:
                 capture.watch_events(source)
-            source.keep_frames = settings.dialect == op.passthrough_dialect and not source.is_json
+            source.keep_frames = settings.dialect == op.passthrough_dialect and provider.forwards_frames and not source.is_json
             first = await _first_events(source)
     except TimeoutError:
         if source is not None:

@@ -21,7 +21,6 @@ from gateway.asgi import Scope
 from gateway.errors import GatewayError
 from gateway.keys import KeyRing, KeySpec
 
-
 CREDENTIAL_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
 
 

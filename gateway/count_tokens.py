@@ -1,8 +1,9 @@
 """Token counting endpoints: Anthropic ``/v1/messages/count_tokens``, Gemini ``:countTokens`` and
 OpenAI ``/v1/responses/input_tokens``.
 
-Forwarded to the routed upstream when it has a counting endpoint of its own (Anthropic
-``count_tokens``, Gemini ``countTokens``); otherwise answered with a documented estimate:
+The shapes are the codecs' (``Codec.counting``). Forwarded to the routed upstream when its
+dialect's API counts (``TokenCounting.upstream_call``: Anthropic ``count_tokens``, Gemini
+``countTokens``); otherwise answered with a documented estimate:
 4 characters per token over every text in the request (system, messages, tool schemas), plus
 a few tokens per message. Estimates are marked with the response header ``x-gateway-estimate: 1``.
 """
@@ -24,7 +25,7 @@ from gateway.asgi import (
     read_body,
     send_json,
 )
-from gateway.dialects.base import RequestMeta
+from gateway.dialects.base import RequestMeta, TokenCounting
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
@@ -38,30 +39,19 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
     """Ask the routed upstream to count, where its dialect can; ``None`` means: estimate."""
     target = state.router.resolve(req.model).targets[0]
     provider = state.providers[target.provider]
-    if provider.dialect not in ("anthropic", "gemini") or provider.pool is None:
+    counting = codec_for(provider.dialect).counting
+    if counting is None or not counting.counts_upstream or provider.pool is None:
         return None
     from gateway.dialects.base import BuildOptions
 
-    call = codec_for(provider.dialect).build_request(req, target.upstream_model, BuildOptions(default_max_tokens=provider.settings.default_max_tokens))
-    body = dict(call.body)
-    if provider.dialect == "anthropic":
-        call.path = "/v1/messages/count_tokens"
-        for key in ("max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata"):
-            body.pop(key, None)
-    else:
-        from gateway.dialects.gemini.request_build import model_path
-
-        call.path = f"/v1beta/models/{model_path(target.upstream_model)}:countTokens"
-        call.params = {}
-        body = {"contents": body.get("contents", [])}
-        if "systemInstruction" in call.body or "tools" in call.body:
-            body = {"generateContentRequest": {"model": f"models/{target.upstream_model}", **{k: v for k, v in call.body.items() if k in ("contents", "systemInstruction", "tools")}}}
-    call.body = body
-    counting = provider.platform.count_call(call, target.upstream_model, provider.settings)  # Vertex: its own routes
-    if counting is None:
+    built = codec_for(provider.dialect).build_request(req, target.upstream_model, BuildOptions(default_max_tokens=provider.settings.default_max_tokens))
+    call = counting.upstream_call(built, target.upstream_model)
+    if call is not None:
+        call = provider.platform.count_call(call, target.upstream_model, provider.settings)  # Vertex: its own routes
+    if call is None:
         return None
     try:
-        response = await provider.send(counting)
+        response = await provider.send(call)
     except http_client.HTTPError:
         return None
     try:
@@ -78,21 +68,16 @@ async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:
     return value if isinstance(value, int) else None
 
 
-# What each dialect answers with the count.
-_ANSWER = {
-    "anthropic": lambda n: {"input_tokens": n},
-    "openai-responses": lambda n: {"object": "response.input_tokens", "input_tokens": n},
-    "gemini": lambda n: {"totalTokens": n},
-}
+def _counting(dialect: str) -> TokenCounting:
+    counting = codec_for(dialect).counting
+    assert counting is not None, f"{dialect} has no counting endpoint"  # routes are declared by such codecs only
+    return counting
 
 
 async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Receive, meta: RequestMeta) -> tuple[int, bool]:
     spec = state.auth.authenticate(scope, meta.query)
     body = parse_json_object(scope, await read_body(scope, receive, state.settings.server.max_body_bytes), state.settings.server.max_json_depth)
-    if dialect == "anthropic":
-        body.setdefault("max_tokens", 1)
-    elif dialect == "gemini" and isinstance(body.get("generateContentRequest"), dict):
-        body = body["generateContentRequest"]
+    body = _counting(dialect).caller_body(body)
     req = codec_for(dialect).parse_request(body, meta)
     req.dialect = dialect
     if spec is not None and not spec.allows(req.model):
@@ -111,7 +96,7 @@ async def serve_count(state: GatewayState, dialect: str, scope: Scope, receive: 
         status, body = codec_for(dialect).render_error(err)
         await send_json(send, status, body)
         return
-    await send_json(send, 200, _ANSWER[dialect](tokens), [(b"x-gateway-estimate", b"1")] if estimated else None)
+    await send_json(send, 200, _counting(dialect).answer(tokens), [(b"x-gateway-estimate", b"1")] if estimated else None)
 
 
 class CountEndpoint:

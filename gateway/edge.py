@@ -2,10 +2,11 @@
 
 An unknown path, a wrong method, a path trick, a WebSocket handshake, a connection over the cap or
 a request that took too long: the caller is some SDK, and it reads errors in its own format. Which
-one is guessed from what each SDK always sends (``guess_dialect``): an ``anthropic-version`` header
-or a ``/v1/messages`` path is Anthropic; ``/v1beta/…``, a Google key header or ``?key=`` is Gemini
-(the Interactions paths their own shape); ``/v1/responses`` is OpenAI Responses; anything else
-OpenAI. The same guess serves the server layer (``gateway.server_protocol``), which has only the
+one is guessed from what each SDK always sends (``guess_dialect``): each codec says whether it
+recognises the request (``Codec.recognises``), asked in registry order: an ``anthropic-version``
+header or a ``/v1/messages`` path is Anthropic; the Interactions paths their own shape;
+``/v1beta/…``, a Google key header or ``?key=`` is Gemini; ``/v1/responses`` is OpenAI Responses;
+anything else OpenAI. The same guess serves the server layer (``gateway.server_protocol``), which has only the
 request head.
 
 ``EdgeGuard`` wraps the Starlette app and refuses, before any routing:
@@ -35,19 +36,13 @@ _GEMINI_MODEL_PATH = re.compile(r"^/(v1beta|v1)/models/")
 
 
 def guess_dialect(path: str, headers: dict[bytes, bytes] | list[tuple[bytes, bytes]], query: bytes = b"") -> str:
-    """The dialect whose error shape this caller reads (see the module docstring)."""
+    """The dialect whose error shape this caller reads: the first codec that recognises it
+    (``registry.guess_caller``; see the module docstring)."""
+    from gateway.dialects.registry import guess_caller
+
     names = {k.lower() for k, _ in headers} if isinstance(headers, list) else {k.lower() for k in headers}
-    if b"anthropic-version" in names or path.startswith("/v1/messages"):
-        return "anthropic"
-    if "/interactions" in path and path.startswith(("/v1beta/", "/v1/interactions")):
-        return "gemini-interactions"
-    if path.startswith("/v1beta/") or b"x-goog-api-key" in names or b"x-goog-api-client" in names:
-        return "gemini"
-    if query and any(k == "key" for k, _ in parse_qsl(query.decode("latin-1"))):
-        return "gemini"
-    if path.startswith(("/v1/responses", "/responses")):
-        return "openai-responses"
-    return "openai-chat"
+    keys = {k for k, _ in parse_qsl(query.decode("latin-1"))} if query else set()
+    return guess_caller(path, names, keys)
 
 
 def scope_dialect(scope: Scope) -> str:

@@ -24,7 +24,7 @@ Token meanings in ``Usage`` (one canonical reading; each codec converts at its e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 BlockKind = Literal["text", "tool_call", "thinking", "redacted_thinking"]
 
@@ -112,15 +112,15 @@ class StreamError:
     raw: str | None = None
 
 
-Event = Union[
-    MessageStart,
-    BlockStart,
-    TextDelta,
-    ToolArgsDelta,
-    ThinkingDelta,
-    SignatureDelta,
-    BlockStop,
-    Usage,
-    End,
-    StreamError,
-]
+Event = (
+    MessageStart
+    | BlockStart
+    | TextDelta
+    | ToolArgsDelta
+    | ThinkingDelta
+    | SignatureDelta
+    | BlockStop
+    | Usage
+    | End
+    | StreamError
+)

@@ -25,7 +25,7 @@ _KINDS: dict[type, str] = {
 
 
 def _part_json(part: Part) -> dict[str, Any]:
-    data = asdict(part)  # type: ignore[call-overload]
+    data = asdict(part)
     data["kind"] = _KINDS[type(part)]
     return data
 

@@ -22,8 +22,9 @@ Errors are httpx's own classes (re-exported here so the rest of the gateway name
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import httptools
 import httpx
@@ -41,9 +42,23 @@ from httpx import (
 )
 
 __all__ = [
-    "Connection", "ConnectionStream", "ConnectionOwner", "LossListener", "Origin", "request_head", "read_at_most",
-    "HTTPError", "TimeoutException", "ConnectTimeout", "PoolTimeout", "ReadTimeout", "ConnectError",
-    "ReadError", "RemoteProtocolError", "LocalProtocolError", "Response",
+    "ConnectError",
+    "ConnectTimeout",
+    "Connection",
+    "ConnectionOwner",
+    "ConnectionStream",
+    "HTTPError",
+    "LocalProtocolError",
+    "LossListener",
+    "Origin",
+    "PoolTimeout",
+    "ReadError",
+    "ReadTimeout",
+    "RemoteProtocolError",
+    "Response",
+    "TimeoutException",
+    "read_at_most",
+    "request_head",
 ]
 
 # A stream's body is buffered up to this before the socket stops being read (backpressure from a
@@ -113,7 +128,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport
 
     def data_received(self, data: bytes) -> None:
         self._got_bytes = True
@@ -297,7 +312,7 @@ async def read_at_most(response: httpx.Response, limit: int) -> bytes:
     not take the gateway's memory. What is left unread is not reused (the connection closes)."""
     parts = []
     size = 0
-    reads = response.aiter_bytes()
+    reads = cast(AsyncGenerator[bytes, None], response.aiter_bytes())  # httpx's is an async generator
     try:
         async for chunk in reads:
             parts.append(chunk)

@@ -51,6 +51,8 @@ class ConnectionPool:
         self._waiters: collections.deque[asyncio.Future[Connection | None]] = collections.deque()
         self._ssl: ssl.SSLContext | None = ssl_context
         self._ca_file = ca_file
+        self._proxy: Origin | None
+        self._proxy_auth: str | None
         self._proxy, self._proxy_auth = _parse_proxy(proxy) if proxy else (None, None)
         self.connections_opened = 0
 
@@ -180,7 +182,7 @@ class ConnectionPool:
             if not 200 <= status < 300:
                 raise ConnectError(f"the proxy refused to tunnel to {origin.host}:{origin.port} (HTTP {status})")
             assert conn.transport is not None
-            conn.transport = await loop.start_tls(conn.transport, conn, ssl_context, server_hostname=origin.host)  # type: ignore[assignment]
+            conn.transport = await loop.start_tls(conn.transport, conn, ssl_context, server_hostname=origin.host)
         except BaseException:
             conn.close()
             raise

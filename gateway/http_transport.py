@@ -124,7 +124,7 @@ _NO_COOKIES = _NoCookies()
 class UpstreamClient(httpx.AsyncClient):
     """``httpx.AsyncClient`` for upstream calls: no cookie jar (``client.cookies`` is always empty)."""
 
-    @property  # type: ignore[override]
+    @property
     def cookies(self) -> httpx.Cookies:
         return _NO_COOKIES
 

@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import random
 import time
-
-import orjson
 from collections import OrderedDict
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from gateway.asgi import Scope, Send
+
+if TYPE_CHECKING:
+    from gateway.dialects.base import UpstreamCall
+    from gateway.observe import AccessRecord
 
 # Set once any process-local inspector captures: lets the upstream opener skip the context lookup.
 ACTIVE = False
@@ -130,7 +134,7 @@ class Capture:
         return capturing_send
 
     # -- upstream side -----------------------------------------------------------------------
-    def upstream_request(self, provider: str, dialect: str, upstream_model: str, call: Any, body: bytes | None) -> None:
+    def upstream_request(self, provider: str, dialect: str, upstream_model: str, call: UpstreamCall, body: bytes | None) -> None:
         self.upstream.append(
             {
                 "provider": provider,
@@ -167,7 +171,7 @@ class Capture:
         inner = source.next_batch
 
         async def next_batch(until_content: bool = False) -> list[Any]:
-            batch = await inner(until_content)
+            batch: list[Any] = await inner(until_content)
             if len(self.events) < MAX_EVENTS:
                 at = self.ms()
                 self.events += [(at, attempt, e) for e in batch]
@@ -178,7 +182,7 @@ class Capture:
         source.next_batch = next_batch
 
     # -- the kept view -----------------------------------------------------------------------
-    def summary(self, record: Any) -> dict[str, Any]:
+    def summary(self, record: AccessRecord) -> dict[str, Any]:
         """The record's fields a capture is listed with (copied when the request ends)."""
         return {
             "request_id": self.request_id,
@@ -255,7 +259,7 @@ async def _tee(inner: Any, capture: Capture, attempt: int) -> Any:
             await close()
 
 
-def failed(record: Any) -> bool:
+def failed(record: AccessRecord) -> bool:
     return record.status >= 400 or record.error_kind is not None
 
 

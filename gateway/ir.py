@@ -20,9 +20,13 @@ Conventions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant"]
+ToolMode = Literal["auto", "none", "required", "tool"]
+# A parser's checked string as the literal type (a lookup after validation, not a cast)
+ROLES: dict[str, Role] = {"system": "system", "user": "user", "assistant": "assistant"}
+TOOL_MODES: dict[str, ToolMode] = {"auto": "auto", "none": "none", "required": "required", "tool": "tool"}
 
 
 @dataclass(slots=True)
@@ -73,7 +77,7 @@ class ThinkingPart:
     redacted_data: str | None = None  # Anthropic redacted_thinking payload (opaque)
 
 
-Part = Union[TextPart, ImagePart, FilePart, ToolCallPart, ToolResultPart, ThinkingPart]
+Part = TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ThinkingPart
 
 
 @dataclass(slots=True)
@@ -92,7 +96,7 @@ class Tool:
 
 @dataclass(slots=True)
 class ToolChoice:
-    mode: Literal["auto", "none", "required", "tool"] = "auto"
+    mode: ToolMode = "auto"
     name: str | None = None  # for mode "tool"
     allowed: list[str] | None = None  # Gemini allowedFunctionNames with ANY / AUTO
 

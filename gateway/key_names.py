@@ -11,7 +11,7 @@ import re
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def check_name(name: str) -> str:
+def check_name(name: object) -> str:
     """``name`` if it is 1-64 letters, digits, '.', '_' or '-' starting with a letter or digit."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError("a key name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")

@@ -21,10 +21,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from gateway.dialects.anthropic import ratelimit as anthropic_ratelimit
-from gateway.dialects.openai_chat import ratelimit as openai_ratelimit
+from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
 from gateway.keys import KeySpec
@@ -43,12 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("gateway.limits")
 
 Headers = list[tuple[bytes, bytes]]
-# the rate-limit headers each caller dialect's SDK reads (Gemini's have none)
-RATE_LIMIT_HEADERS: dict[str, Callable[..., Headers]] = {
-    "openai-chat": openai_ratelimit.headers,
-    "openai-responses": openai_ratelimit.headers,
-    "anthropic": anthropic_ratelimit.headers,
-}
 # refusal reason -> (raw error code the dialects' renderers map, message)
 _REFUSAL = {
     "rpm": ("requests", "rate limit of {rpm} requests per minute reached for key {name!r}"),
@@ -112,7 +105,7 @@ class Limiter:
 
     @staticmethod
     def _headers(dialect: str, spec: KeySpec, v: Verdict, now: float, headers: Headers) -> None:
-        render = RATE_LIMIT_HEADERS.get(dialect)
+        render = codec_for(dialect).rate_limit_headers  # the headers the caller's SDK reads (Gemini's: none)
         if render is not None and (spec.rpm is not None or spec.tpm is not None):
             headers += render(spec.rpm, v.requests_remaining, spec.tpm, v.tokens_remaining, max(0.0, v.reset_at - now))
 

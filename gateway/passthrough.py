@@ -13,41 +13,23 @@ usage, the end and errors on the side. What is still done follows the dialect's 
   stream cut after it must not show one;
 * a stream the upstream cut (or ended without its terminator) still gets an in-dialect error
   tail: the dialect's ``FastPathTail`` when it declares one, else the encoder's error frame;
-* an OpenAI chat usage-only chunk is dropped when the caller did not ask for usage (the gateway
-  always asks upstream, and clients that index ``choices[0]`` break on ``"choices": []``); when
-  it did ask (or ``stream_usage = "always"``) and the upstream put its usage elsewhere (on the
-  finish chunk, as some compatible servers do), a ``choices: []`` usage chunk with those numbers
-  is written before ``data: [DONE]``, so the stream ends as OpenAI's does.
+* where the dialect reports usage in a chunk of its own (``UsageChunks``: OpenAI chat's
+  ``choices: []`` chunk), that chunk is dropped when the caller did not ask for usage (the gateway
+  always asks upstream); when it did ask (or ``stream_usage = "always"``) and the upstream put its
+  usage elsewhere, the dialect's usage chunk with those numbers is written before the terminator.
 """
 
 from __future__ import annotations
 
-import re
-
-import orjson
-
 from gateway.dialects.base import StreamEncoder
-from gateway.dialects.openai_chat.usage import to_chat
 from gateway.dialects.registry import codec_for
 from gateway.events import End, Event, StreamError, Usage
 from gateway.model_rename import ModelRenamer
 from gateway.sse import SSEFrame, encode_frame
 
 
-_EMPTY_CHOICES = re.compile(r'"choices"\s*:\s*\[\s*\]')
-_NULL_USAGE = re.compile(r'"usage"\s*:\s*null')
-
-
-def _is_usage_chunk(data: str) -> bool:
-    """An OpenAI chat ``choices: []`` chunk with a usage object. The common chunk (compact JSON with
-    ``"usage":null``) is told apart by two substring checks; the regexes only confirm the rest."""
-    if '"usage"' not in data or '"usage":null' in data:
-        return False
-    return _EMPTY_CHOICES.search(data) is not None and _NULL_USAGE.search(data) is None
-
-
 class FramePassthrough:
-    __slots__ = ("_caller_model", "_rename", "_carries_stop", "_tail", "_drop_usage", "_encoder", "_held", "_want_usage", "_last_chunk")
+    __slots__ = ("_caller_model", "_rename", "_carries_stop", "_tail", "_drop_usage", "_usage", "_encoder", "_held", "_want_usage", "_last_chunk")
 
     def __init__(self, dialect: str, caller_model: str, include_usage: bool, encoder: StreamEncoder) -> None:
         rules = codec_for(dialect).fast_path
@@ -55,9 +37,10 @@ class FramePassthrough:
         self._rename = ModelRenamer(rules.model, caller_model).rename
         self._carries_stop = rules.carries_stop
         self._tail = rules.tail() if rules.tail is not None else None
-        self._drop_usage = dialect == "openai-chat" and not include_usage
-        self._want_usage = dialect == "openai-chat" and include_usage  # until a usage chunk went out
-        self._last_chunk = ""  # OpenAI chat: the latest chunk forwarded (id, created, model of a usage chunk)
+        self._usage = rules.usage  # the dialect's own usage chunk, if it has one
+        self._drop_usage = self._usage is not None and not include_usage
+        self._want_usage = self._usage is not None and include_usage  # until a usage chunk went out
+        self._last_chunk = ""  # the latest chunk forwarded (for the ids of a usage chunk written here)
         self._encoder = encoder
         self._held: list[bytes] = []  # frames after a stop reason, waiting for the terminator
 
@@ -66,7 +49,7 @@ class FramePassthrough:
         rename, carries_stop, tail = self._rename, self._carries_stop, self._tail
         for frame, events in frames:
             data = frame.data
-            if (self._drop_usage or self._want_usage) and _is_usage_chunk(data):
+            if (self._drop_usage or self._want_usage) and self._usage is not None and self._usage.is_usage_chunk(data):
                 if self._drop_usage:
                     continue
                 self._want_usage = False  # the upstream's own usage chunk goes out
@@ -89,18 +72,12 @@ class FramePassthrough:
         return b"".join(out)
 
     def _usage_chunk(self, events: list[Event]) -> bytes:
-        """The ``choices: []`` usage chunk the upstream did not send, from the usage it did report
+        """The dialect's usage chunk the upstream did not send, from the usage it did report
         (decoded beside the frames); nothing when it reported none, rather than zeros."""
         usage = next((e for e in events if type(e) is Usage), None)
-        if usage is None or (usage.input is None and usage.output is None):
+        if usage is None or (usage.input is None and usage.output is None) or self._usage is None:
             return b""
-        try:
-            last = orjson.loads(self._last_chunk) if self._last_chunk else {}
-        except orjson.JSONDecodeError:
-            last = {}
-        last = last if isinstance(last, dict) else {}
-        chunk = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": self._caller_model, "choices": [], "usage": to_chat(usage)}
-        return encode_frame(orjson.dumps(chunk))
+        return self._usage.usage_chunk(self._last_chunk, self._caller_model, usage)
 
     def error_tail(self, err: StreamError) -> bytes:
         """The in-dialect error frames for a stream the gateway had to cut short."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-
 _cache: dict[str, tuple[str, float, float]] = {}
 
 

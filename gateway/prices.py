@@ -29,21 +29,13 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gateway.settings import PriceSettings, ProviderSettings
+from gateway.upstream import identity_of
 
 log = logging.getLogger("gateway.prices")
 
 NANO = 1_000_000_000  # nano-dollars per dollar
 _PER_TOKEN = NANO / 1_000_000  # nano-dollars per token for a price of $1 per million tokens
 
-# genai-prices provider ids for our dialects, used when the provider's base_url is not one it knows
-_PROVIDER_ID = {
-    "anthropic": "anthropic",
-    "openai-chat": "openai",
-    "openai-responses": "openai",
-    "gemini": "google",
-    "gemini-interactions": "google",
-    "bedrock-converse": "aws",
-}
 _CACHE_SECONDS = 60.0  # dated / time-of-day prices in the database are looked up again after this
 
 
@@ -163,8 +155,9 @@ class PriceBook:
         attempts: list[tuple[str | None, str | None]] = []
         if provider is not None and provider.base_url:
             attempts.append((None, provider.base_url))
-        if provider is not None and provider.dialect in _PROVIDER_ID:
-            attempts.append((_PROVIDER_ID[provider.dialect], None))
+        price_provider = identity_of(provider).price_provider if provider is not None else None
+        if price_provider is not None:  # the codec's genai-prices id, for a base_url the database does not know
+            attempts.append((price_provider, None))
         attempts.append((None, None))
         for provider_id, api_url in attempts:
             try:

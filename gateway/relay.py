@@ -177,10 +177,12 @@ class Relay:
         stateful = self.state.stateful
         assert stateful is not None
         dialect = codec.name
-        if dialect == "openai-responses" and req.store is False:
-            raise GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
+        refused = codec.stored.detach_problem(req) if codec.stored is not None else None
+        if refused is not None:  # the dialect's own rule (Responses: background must be stored)
+            raise refused
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=ex.attempts, trace=trace, routing=self.state.routing)  # errors: HTTP status, nothing stored
+            # errors: an HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=ex.attempts, trace=trace, routing=self.state.routing)
         except BaseException:
             self._note_failed_attempts(record, ex.attempts)
             raise

@@ -2,8 +2,8 @@
 
 Non-streaming callers get the same pipeline as streaming ones: the upstream's events (decoded from
 SSE or from a JSON body) are accumulated here into a ``Reply``, which each dialect renders as its
-final object. Decoders of whole bodies go the other way (body → events) so this stays the only
-accumulator.
+final object. Decoders of whole bodies go the other way (body → ``Reply`` → ``unfold`` → events),
+so the pipeline after them is the streaming one and this stays the only accumulator of events.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.events import (
+    BlockKind,
     BlockStart,
     BlockStop,
     End,
@@ -27,7 +28,7 @@ from gateway.events import (
 
 @dataclass(slots=True)
 class ReplyBlock:
-    kind: str  # text | tool_call | thinking | redacted_thinking
+    kind: BlockKind
     text: str = ""  # text, thinking text, or tool arguments JSON text
     id: str | None = None
     name: str | None = None
@@ -105,7 +106,7 @@ def unfold(reply: Reply) -> list[Event]:
     """The events of a whole reply, in stream order (used by whole-body decoders and the demo)."""
     events: list[Event] = [MessageStart(reply.id, reply.model)]
     for index, block in enumerate(reply.blocks):
-        events.append(BlockStart(index, block.kind, block.id, block.name, block.data))  # type: ignore[arg-type]
+        events.append(BlockStart(index, block.kind, block.id, block.name, block.data))
         if block.text:
             if block.kind == "text":
                 events.append(TextDelta(index, block.text))

@@ -10,8 +10,12 @@
   limit is reached may go past it by their own size.
 * ``failed`` — a failure before the first byte cools the target for ``cooldown_seconds`` or its
   ``Retry-After`` when longer; cooldowns only grow (``SharedState.cool``).
+* ``started`` / ``ended`` — one more / one fewer in flight (``least_busy``), and at the end the
+  answer's tokens counted against the target's ``tpm``.
 * ``served`` — pin the session to the target that answered (it stays there while healthy; after a
   failure it moves once, and stays on the new one), and feed the latency EWMA.
+* ``chain`` — a stored answer's new id pinned to that target too, for a conversation known only by
+  ``previous_response_id`` / ``previous_interaction_id``.
 
 All shared state goes through ``SharedState`` (the ``[store]``: Redis across replicas, process
 memory otherwise); in-flight counts are written only for ``least_busy``, pins only with affinity,
@@ -47,11 +51,10 @@ class Plan:
 
 class RoutingMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
-        kw = {"registry": registry}
-        self.selected = Counter("gateway_target_selected", "Attempts sent to a route's target", ["route", "target"], **kw)
-        self.failed = Counter("gateway_target_failed", "A route's target failing before the first byte", ["route", "target", "kind"], **kw)
-        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm/tpm-limited) target", ["route", "target", "reason"], **kw)
-        self.cooldown = Gauge("gateway_target_cooldown_seconds", "Cooldown left on a route's target, as this replica last saw it", ["route", "target"], **kw)
+        self.selected = Counter("gateway_target_selected", "Attempts sent to a route's target", ["route", "target"], registry=registry)
+        self.failed = Counter("gateway_target_failed", "A route's target failing before the first byte", ["route", "target", "kind"], registry=registry)
+        self.cooling = Counter("gateway_target_cooling", "Requests that passed over a cooling (or rpm/tpm-limited) target", ["route", "target", "reason"], registry=registry)
+        self.cooldown = Gauge("gateway_target_cooldown_seconds", "Cooldown left on a route's target, as this replica last saw it", ["route", "target"], registry=registry)
 
 
 class _Route:

@@ -8,6 +8,7 @@ is ended with an error frame in its caller's dialect rather than cut mid-answer.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import uvicorn
 from starlette.applications import Starlette
@@ -22,7 +23,7 @@ def app_from_env() -> Starlette:
 
 
 class GracefulServer(uvicorn.Server):
-    async def shutdown(self, sockets: list | None = None) -> None:  # type: ignore[override]
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         app = self.config.loaded_app
         state = None
         while app is not None and state is None:

@@ -34,13 +34,16 @@ one read and cost none), nothing per chunk.
 from __future__ import annotations
 
 import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from gateway.asgi import Receive, Scope, Send
 from gateway.edge import error_response, guess_dialect
 from gateway.errors import GatewayError
 
@@ -54,9 +57,12 @@ class Limits:
     max_head_bytes: int = 65_536
 
 
+_LIMITS: weakref.WeakKeyDictionary[Config, Limits] = weakref.WeakKeyDictionary()  # per uvicorn config, found once
+
+
 def limits_of(config: Config) -> Limits:
     """The ``[server]`` bounds of the gateway app this config serves (defaults for any other app)."""
-    cached = getattr(config, "_gateway_limits", None)
+    cached = _LIMITS.get(config)
     if cached is not None:
         return cached
     app, server = config.loaded_app, None
@@ -69,7 +75,7 @@ def limits_of(config: Config) -> Limits:
         limits = Limits(
             server.request_head_timeout, server.request_body_timeout, server.keep_alive_timeout, server.max_connections, server.max_head_bytes
         )
-    config._gateway_limits = limits  # type: ignore[attr-defined]
+    _LIMITS[config] = limits
     return limits
 
 
@@ -81,10 +87,10 @@ def error_bytes(dialect: str, err: GatewayError) -> bytes:
     return b"".join(head) + b"\r\n" + payload
 
 
-def _refusal(err: GatewayError, extra: list[tuple[bytes, bytes]]) -> Any:
+def _refusal(err: GatewayError, extra: list[tuple[bytes, bytes]]) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI app answering every request with ``err`` in its dialect, closing the connection."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         dialect = guess_dialect(scope.get("path", ""), scope.get("headers", []), scope.get("query_string", b""))
         status, payload = error_response(dialect, err)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra, (b"connection", b"close")]
@@ -120,7 +126,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         limits = limits_of(config)
         self.limits = limits
-        self.timeout_keep_alive = limits.keep_alive_timeout
+        # uvicorn declares this int but only hands it to loop.call_later, which takes seconds as a float
+        self.timeout_keep_alive = limits.keep_alive_timeout  # type: ignore[assignment]
         self.limit_concurrency = None  # the cap is checked here, answered in a dialect (on_headers_complete)
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
@@ -158,14 +165,14 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         if not cycle.response_started:
             cycle.response_started = True  # the endpoint's own answer, if any, is dropped
             err = GatewayError("timeout", f"the request body did not arrive within {self.limits.body_timeout:g}s", 408)
-            self.transport.write(error_bytes(guess_dialect(self.scope.get("path", ""), self.scope.get("headers", [])), err))
+            self.transport.write(error_bytes(guess_dialect(self.scope.get("path", ""), list(self.scope.get("headers", []))), err))
         cycle.disconnected = True
         cycle.message_event.set()
         self.transport.close()
 
     # -- uvicorn protocol hooks
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(cast(asyncio.Transport, transport))  # a stream server's transports are Transports
         self._arm_head()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-Dialect = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions", "bedrock-converse", "demo"]
+Dialect = str  # a name in gateway/dialects/registry.py (checked by ProviderSettings._known_dialect), or the demo's
 # "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
 # "always": every one ends with it (clients that index choices[0] on every chunk break on it).
 StreamUsage = Literal["asked", "always"]
@@ -124,7 +124,7 @@ class ProviderSettings(BaseModel):
     keepalive_expiry: float = 15.0  # idle upstream connections older than this are not reused
     ca_file: str | None = None  # PEM bundle to trust instead of the system's (a private CA in front of the provider)
     proxy: SecretStr | None = None  # http://[user:password@]host:port of an HTTP proxy (socks5:// with transport = "httpx")
-    transport: Literal["gateway", "httpx"] = "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); README "Upstream transports"
+    transport: Literal["gateway", "httpx", "demo"] = "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); README "Upstream transports"; "demo": gateway/demo.py
     http2: bool = False  # transport = "httpx" only; needs the h2 package (pip install 'llm-gateway[http2]')
     trust_env: bool = False  # transport = "httpx" only: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, .netrc
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
@@ -149,6 +149,26 @@ class ProviderSettings(BaseModel):
     deployments: dict[str, str] = Field(default_factory=dict)  # azure: upstream model -> deployment name
     endpoint_url: str | None = None  # overrides the platform's host (private endpoint, test double)
     token_url: str | None = None  # vertex: the OAuth token endpoint when the credentials name none
+
+    @model_validator(mode="before")
+    @classmethod
+    def _demo_is_a_transport(cls, data: Any) -> Any:
+        """The demo's dialect name (CONTRACT.md) is the demo stand-in: a provider of the dialect it
+        answers in, over its transport (gateway/demo.py)."""
+        from gateway import demo
+
+        if isinstance(data, dict) and data.get("dialect") == demo.KIND:
+            data = {"base_url": demo.BASE_URL, **data, "dialect": demo.DIALECT, "transport": demo.KIND}
+        return data
+
+    @field_validator("dialect")
+    @classmethod
+    def _known_dialect(cls, value: str) -> str:
+        from gateway.dialects.registry import UPSTREAM_DIALECTS
+
+        if value not in UPSTREAM_DIALECTS:
+            raise ValueError(f"unknown dialect {value!r}; known: {', '.join(UPSTREAM_DIALECTS)}, demo")
+        return value
 
     @field_validator("drop_unsupported")
     @classmethod
@@ -267,7 +287,9 @@ class TelemetrySettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid")
+    # hide_input_in_errors: a config error names the field and the rule, never echoes values (an
+    # inline api_key is one)
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True)
 
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
@@ -293,23 +315,27 @@ class Settings(BaseSettings):
         # The environment beats the file (init kwargs carry the file's contents).
         return (env_settings, init_settings)
 
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Settings:
+        """The cross-checks (names unique, routes naming known providers …) run here, not in the
+        loader: a ``Settings(...)`` built in code is as checked as a loaded file."""
+        validate_references(self)
+        return self
+
 
 def embedded_default() -> dict[str, Any]:
-    """The configuration used when no file is given: demo, plus providers for keys in the env."""
-    providers: list[dict[str, Any]] = [{"name": "demo", "dialect": "demo"}]
-    routes: list[dict[str, Any]] = [
-        {"model": "demo", "provider": "demo"},
-        {"model": "demo-*", "provider": "demo"},
-    ]
-    if os.environ.get("OPENAI_API_KEY"):
-        providers.append({"name": "openai", "dialect": "openai-chat", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"})
-        routes += [{"model": p, "provider": "openai"} for p in ("gpt-*", "o1*", "o3*", "o4*")]
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        providers.append({"name": "anthropic", "dialect": "anthropic", "base_url": "https://api.anthropic.com", "api_key_env": "ANTHROPIC_API_KEY"})
-        routes.append({"model": "claude-*", "provider": "anthropic"})
-    if os.environ.get("GEMINI_API_KEY"):
-        providers.append({"name": "gemini", "dialect": "gemini", "base_url": "https://generativelanguage.googleapis.com", "api_key_env": "GEMINI_API_KEY"})
-        routes.append({"model": "gemini-*", "provider": "gemini"})
+    """The configuration used when no file is given: demo, plus the provider's own API of each
+    dialect that has one (``Codec.own_api``) whose key is in the environment."""
+    from gateway import demo
+    from gateway.dialects.registry import UPSTREAM_DIALECTS, codec_for
+
+    providers: list[dict[str, Any]] = [dict(demo.PROVIDER)]
+    routes: list[dict[str, Any]] = [dict(r) for r in demo.ROUTES]
+    for dialect in UPSTREAM_DIALECTS:
+        own = codec_for(dialect).own_api
+        if own is not None and os.environ.get(own.key_env):
+            providers.append({"name": own.provider, "dialect": dialect, "base_url": own.base_url, "api_key_env": own.key_env})
+            routes += [{"model": m, "provider": own.provider} for m in own.models]
     return {"providers": providers, "routes": routes}
 
 
@@ -325,12 +351,10 @@ def config_path(explicit: str | None) -> Path | None:
 
 
 def load_settings(path: str | Path | None = None, *, use_default_search: bool = True) -> Settings:
-    """Load the TOML file (or the embedded default) and apply env overrides; validate references."""
+    """Load the TOML file (or the embedded default) and apply env overrides (the model validates)."""
     resolved = config_path(str(path) if path else None) if use_default_search or path else None
     data = tomllib.loads(Path(resolved).read_text()) if resolved else embedded_default()
-    settings = Settings(**data)
-    validate_references(settings)
-    return settings
+    return Settings(**data)
 
 
 def validate_references(settings: Settings) -> None:
@@ -357,5 +381,5 @@ def validate_references(settings: Settings) -> None:
         if bool(key.key_env) == bool(key.key_sha256):
             raise ValueError(f"key {key.name!r} needs exactly one of key_env or key_sha256")
     for provider in settings.providers:
-        if provider.dialect != "demo" and provider.platform is None and not provider.base_url:
+        if provider.platform is None and not provider.base_url:
             raise ValueError(f"provider {provider.name!r} needs a base_url")

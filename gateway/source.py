@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 import orjson
 
 from gateway import http_client
-from gateway.dialects.base import Codec
+from gateway.dialects.base import Codec, Resumable
 from gateway.events import (
     End,
     Event,
@@ -121,7 +121,7 @@ class HttpEventSource(EventSource):
                     self.done = self.synthetic = True
                     return [StreamError("bad_gateway", f"upstream connection failed mid-stream: {type(exc).__name__}", 502)]
                 if not chunk:
-                    if not self.done and await self._resume():  # (done: the dialect's end was handed out; EOF is simply the end)
+                    if not self._ended() and await self._resume():
                         continue
                     return self._finish()
                 try:
@@ -161,11 +161,15 @@ class HttpEventSource(EventSource):
     def usage_so_far(self) -> Usage | None:
         return self._decoder.usage_so_far()
 
+    def _ended(self) -> bool:
+        """Whether the decoder already saw the dialect's end (then EOF is simply the end)."""
+        return isinstance(self._codec, Resumable) and self._codec.stream_ended(self._decoder)
+
     async def _resume(self) -> bool:
         """A dialect that can resume a dropped stream (Interactions: GET with last_event_id) gets
         two tries; the events after the last one seen continue into the same decoder."""
-        resume_call = getattr(self._codec, "resume_call", None)
-        call = resume_call(self._decoder) if resume_call is not None and self._resumes < 2 else None
+        codec = self._codec
+        call = codec.resume_call(self._decoder) if isinstance(codec, Resumable) and self._resumes < 2 else None
         if call is None:
             return False
         call = self._provider.platform.adapt(call, "", self._provider.settings)  # the platform's path (Vertex: /v1beta1/projects/…)

@@ -1,12 +1,14 @@
 """Stateful streams: stored interactions and responses, detached generation, resume by event id.
 
-Two dialects keep state on the server. Their requests come through the normal relay, which asks
-this module three things (see ``Relay.serve``):
+Dialects whose codec has a ``stored`` policy (``StoredObjects`` in gateway/dialects/base.py:
+Interactions, Responses) keep state on the server; what differs between them (ids, which requests
+detach, what the stored object lists) is the policy's, in the dialect's package. Their requests
+come through the normal relay, which asks this module three things (see ``Relay.serve``):
 
 * ``prepare``: rebuild the history of ``previous_interaction_id`` / ``previous_response_id`` from
   the store (404 in the caller's dialect when unknown or expired);
-* ``detaches``: a stored interaction (``store`` defaults to true) or a Responses request with
-  ``background: true`` runs as a task that outlives the caller's connection, appending every
+* ``detaches`` (the policy's): a stored interaction (``store`` defaults to true) or a Responses
+  request with ``background: true`` runs as a task that outlives the caller's connection, appending every
   encoded frame to the store's event log; the caller's stream is a ``follow`` of that log, so a
   caller that drops and comes back (``last_event_id`` / ``starting_after``) gets the rest exactly
   once, from any replica sharing the store;
@@ -36,12 +38,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.asgi import Send
 from gateway.attempts import Opened, batches
-from gateway.dialects.base import BuildOptions, Codec, EncodeContext
+from gateway.dialects.base import BuildOptions, Codec, EncodeContext, StoredObjects
+from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.history import messages_from_json, messages_to_json, reply_message
 from gateway.ir import ChatRequest, Message
 from gateway.reply import Reply, ReplyBuilder
+from gateway.source import EventSource
 from gateway.store import OwnerGone, Store
 from gateway.stream_writer import StreamWriter
 
@@ -50,9 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gateway.stateful")
 
-INTERACTIONS = "gemini-interactions"
-RESPONSES = "openai-responses"
-KIND = {INTERACTIONS: "interaction", RESPONSES: "response"}
 HEARTBEAT_SECONDS = 1.0  # how often a running generation renews its heartbeat (and hears of a cancel)
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
@@ -101,8 +102,15 @@ class Run:
             self.task.cancel()
 
 
+def policy(dialect: str) -> StoredObjects:
+    """The stored-object policy of ``dialect`` (its codec's ``stored``; only such dialects get here)."""
+    stored = codec_for(dialect).stored
+    assert stored is not None, f"{dialect} keeps no state"
+    return stored
+
+
 def new_stored_id(dialect: str) -> str:
-    return ("v1_" if dialect == INTERACTIONS else "resp_") + secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
+    return policy(dialect).new_id()
 
 
 class Stateful:
@@ -121,15 +129,15 @@ class Stateful:
 
     @staticmethod
     def handles(dialect: str) -> bool:
-        return dialect in KIND
+        return codec_for(dialect).stored is not None
 
     async def prepare(self, req: ChatRequest, dialect: str) -> list[Message]:
         """Prepend the stored history of ``previous_id``; returns this turn's own messages."""
         turn = list(req.messages)
         if req.previous_id:
-            stored = await self.store.get(KIND[dialect], req.previous_id)
+            stored = await self.store.get(policy(dialect).kind, req.previous_id)
             if stored is None or "history" not in stored:
-                param = "previous_interaction_id" if dialect == INTERACTIONS else "previous_response_id"
+                param = policy(dialect).previous_param
                 raise GatewayError("not_found", f"{param} {req.previous_id!r} is unknown or expired", 404, param=param)
             req.messages = messages_from_json(stored["history"]) + req.messages
             if not req.system and stored.get("system"):
@@ -140,13 +148,11 @@ class Stateful:
 
     @staticmethod
     def detaches(req: ChatRequest, dialect: str) -> bool:
-        if dialect == INTERACTIONS:
-            return req.store is not False
-        return dialect == RESPONSES and req.background
+        return policy(dialect).detaches(req)
 
     @staticmethod
     def persists(req: ChatRequest, dialect: str) -> bool:
-        return dialect == RESPONSES and req.store is not False
+        return policy(dialect).persists(req)
 
     def _stored(self, dialect: str, codec: Codec, ctx: EncodeContext, reply: Reply, turn: list[Message], status: str | None = None) -> dict[str, Any]:
         """What the store keeps for one answer: the caller-facing object and the history so far."""
@@ -156,39 +162,22 @@ class Stateful:
         req = ctx.request
         history = req.messages + [reply_message(reply, ctx.upstream_dialect)]
         stored: dict[str, Any] = {"object": obj, "history": messages_to_json(history), "system": [p.text for p in req.system]}
-        if dialect == INTERACTIONS:
-            stored["input_steps"] = self._input_steps(codec, req, turn)
-        else:
-            stored["input_items"] = self._input_items(codec, req, turn, ctx.response_id or "")
+        stored.update(self._inputs(dialect, codec, req, turn, ctx.response_id or ""))
         return stored
 
-    @classmethod
-    def _input_items(cls, codec: Codec, req: ChatRequest, turn: list[Message], sid: str) -> list[Any]:
-        """This turn's input as ``GET /v1/responses/{id}/input_items`` lists it (each item with an id)."""
-        items = []
-        for n, item in enumerate(cls._input_steps(codec, req, turn)):
-            item = dict(item)
-            kind = item.setdefault("type", "message")
-            prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}.get(kind, "item")
-            item.setdefault("id", f"{prefix}_{sid[5:]}_{n}")
-            if kind == "message" and isinstance(item.get("content"), str):
-                part = "output_text" if item.get("role") == "assistant" else "input_text"
-                item["content"] = [{"type": part, "text": item["content"]}]
-            item.setdefault("status", "completed")
-            items.append(item)
-        return items
-
     @staticmethod
-    def _input_steps(codec: Codec, req: ChatRequest, turn: list[Message]) -> list[Any]:
+    def _inputs(dialect: str, codec: Codec, req: ChatRequest, turn: list[Message], sid: str) -> dict[str, list[Any]]:
+        """This turn's input as the stored object lists it, under the policy's key."""
         body = codec.build_request(ChatRequest(model=req.model, messages=turn), req.model, BuildOptions()).body
-        return list(body.get("input") or [])
+        stored = policy(dialect)
+        return {stored.inputs_key: stored.inputs(list(body.get("input") or []), sid)}
 
     async def persist(self, dialect: str, codec: Codec, ctx: EncodeContext, reply: Reply, turn: list[Message]) -> None:
         assert ctx.response_id is not None
         try:
-            await self.store.put(KIND[dialect], ctx.response_id, self._stored(dialect, codec, ctx, reply, turn))
+            await self.store.put(policy(dialect).kind, ctx.response_id, self._stored(dialect, codec, ctx, reply, turn))
         except Exception:  # a store outage must not turn a delivered answer into an error
-            log.exception("could not store %s %s", KIND[dialect], ctx.response_id)
+            log.exception("could not store %s %s", policy(dialect).kind, ctx.response_id)
 
     # ------------------------------------------------------------------ detached generation
 
@@ -202,8 +191,8 @@ class Stateful:
         await self.store.claim(sid, self.owner)
         placeholder = codec.encode_whole(Reply(id=sid, model=req.model, end=End("stop")), ctx)
         placeholder["status"] = "in_progress"
-        inputs = {"input_steps": self._input_steps(codec, req, turn)} if dialect == INTERACTIONS else {"input_items": self._input_items(codec, req, turn, sid)}
-        await self.store.put(KIND[dialect], sid, {"object": placeholder, **inputs})
+        inputs = self._inputs(dialect, codec, req, turn, sid)
+        await self.store.put(policy(dialect).kind, sid, {"object": placeholder, **inputs})
         run = Run()
         if meter is not None:
             meter.hold()  # from here on the generation holds the record too
@@ -252,9 +241,10 @@ class Stateful:
                 if len(self.errors) > 1000:  # only a waiting whole caller reads these: keep few
                     self.errors.pop(next(iter(self.errors)))
                     self.origins.pop(next(iter(self.origins)), None)
-                if dialect == RESPONSES:
-                    stored["object"]["status"] = "failed"
-            await store.put(KIND[dialect], sid, stored)
+                failed_status = policy(dialect).failed_status
+                if failed_status is not None:
+                    stored["object"]["status"] = failed_status
+            await store.put(policy(dialect).kind, sid, stored)
             stored_final = True
 
         async def emit(events: list[Event]) -> bool:
@@ -320,7 +310,7 @@ class Stateful:
                     await store_final()
                 await store.finish(sid, status)  # followers end now, whatever closing the upstream takes
             except Exception:
-                log.exception("could not finish stored %s %s", KIND[dialect], sid)
+                log.exception("could not finish stored %s %s", policy(dialect).kind, sid)
             try:
                 await upstream.aclose()  # type: ignore[attr-defined]  # an async generator
                 await opened.close()  # (and routing: the target has one fewer in flight)
@@ -331,13 +321,12 @@ class Stateful:
                     meter.release()
 
     @staticmethod
-    def _with_usage_so_far(source: Any, known: Usage, events: list[Event]) -> list[Event]:
+    def _with_usage_so_far(source: EventSource, known: Usage, events: list[Event]) -> list[Event]:
         """A generation ending in error (cancelled, cut, timed out) keeps the usage its upstream
         reported so far, also where the dialect holds usage back until its end (Gemini): the
         source's ``usage_so_far`` goes in as a ``Usage`` just before the error, so the stored
         object, the caller's last events and the access record all show it."""
-        so_far = getattr(source, "usage_so_far", None)  # EventSource.usage_so_far, where sources have it
-        usage = so_far() if so_far is not None else None
+        usage = source.usage_so_far()
         if usage is None or usage == known or any(type(e) is Usage for e in events):
             return events
         return events[:-1] + [usage, events[-1]]
@@ -418,16 +407,15 @@ class Stateful:
         return GatewayError("bad_gateway", message or "the generation failed", 502)
 
     async def stored_object(self, dialect: str, sid: str, *, timeline: bool = False) -> dict[str, Any] | None:
-        stored = await self.store.get(KIND[dialect], sid)
+        stored = await self.store.get(policy(dialect).kind, sid)
         if stored is None:
             return None
         obj = dict(stored["object"])
-        if timeline and dialect == INTERACTIONS:
-            obj["steps"] = list(stored.get("input_steps") or []) + list(obj.get("steps") or [])
-        return obj
+        return policy(dialect).timeline(obj, stored) if timeline else obj
 
-    async def input_items(self, sid: str) -> dict[str, Any] | None:
-        stored = await self.store.get(KIND[RESPONSES], sid)
+    async def input_items(self, dialect: str, sid: str) -> dict[str, Any] | None:
+        """A stored turn's input, listed as ``GET …/{id}/input_items`` answers (newest first)."""
+        stored = await self.store.get(policy(dialect).kind, sid)
         if stored is None:
             return None
         data = list(reversed(stored.get("input_items") or []))  # the API lists newest first by default
@@ -449,4 +437,4 @@ class Stateful:
             await self.store.request_cancel(sid)
             run.request_stop(cancelled_on_request())
             await asyncio.wait({task}, timeout=2.0)
-        return await self.store.delete(KIND[dialect], sid)
+        return await self.store.delete(policy(dialect).kind, sid)

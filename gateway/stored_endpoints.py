@@ -22,29 +22,10 @@ from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
 from gateway.observe import AccessRecord, request_id_for
-from gateway.stateful import INTERACTIONS
+from gateway.stateful import policy
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState
-
-
-def _resume_point(dialect: str, query: dict[str, str]) -> int | None:
-    if dialect == INTERACTIONS:
-        value = query.get("last_event_id")
-        if not value:
-            return None
-        from gateway.dialects.gemini_interactions import parse_event_id
-
-        seq = parse_event_id(value)
-        if seq is None:
-            raise GatewayError("invalid_request", f"last_event_id {value!r} is not an event id of this gateway", 400, param="last_event_id")
-        return seq
-    value = query.get("starting_after")
-    if value is None or value == "":
-        return None
-    if not value.lstrip("-").isdigit():
-        raise GatewayError("invalid_request", "starting_after must be an integer sequence number", 400, param="starting_after")
-    return int(value)
 
 
 class StoredEndpoint:
@@ -80,31 +61,32 @@ class StoredEndpoint:
         sid = scope["path_params"]["id"]
         action = scope["path_params"].get("action")
         method = scope["method"]
-        noun = "interaction" if self.dialect == INTERACTIONS else "response"
+        stored_policy = policy(self.dialect)  # what differs between the stored dialects (their package's stored.py)
+        noun = stored_policy.kind
         if action is not None and (action, method) not in (("cancel", "POST"), ("input_items", "GET")):
             raise GatewayError("not_found", f"no such operation: {method} …/{noun}s/{{id}}/{action}", 404)
         if method == "DELETE":
             if not await stateful.delete(self.dialect, sid):
                 raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
-            body = {} if self.dialect == INTERACTIONS else {"id": sid, "object": "response", "deleted": True}
+            body = {} if stored_policy.delete_answer_is_empty else {"id": sid, "object": noun, "deleted": True}
             await send_json(send, 200, body, headers)
             return
-        if method == "GET" and action == "input_items" and self.dialect != INTERACTIONS:
-            listing = await stateful.input_items(sid)
+        if method == "GET" and action == "input_items" and stored_policy.can_list_inputs():
+            listing = await stateful.input_items(self.dialect, sid)
             if listing is None:
-                raise GatewayError("not_found", f"response {sid!r} not found or expired", 404)
+                raise GatewayError("not_found", f"{noun} {sid!r} not found or expired", 404)
             if query.get("order") == "asc":
                 listing["data"].reverse()
                 listing["first_id"], listing["last_id"] = listing["last_id"], listing["first_id"]
             await send_json(send, 200, listing, headers)
             return
         if method == "POST" and action == "cancel":
-            if self.dialect != INTERACTIONS:
-                stored = await stateful.stored_object(self.dialect, sid)
-                if stored is None:
-                    raise GatewayError("not_found", f"response {sid!r} not found", 404)
-                if not stored.get("background"):  # as OpenAI: a finished background one is returned as is
-                    raise GatewayError("invalid_request", "Only responses created with background=true can be cancelled.", 400)
+            stored = await stateful.stored_object(self.dialect, sid)
+            if stored is None:
+                raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
+            refused = stored_policy.cancel_problem(stored)
+            if refused is not None:
+                raise refused
             obj = await stateful.cancel(self.dialect, sid)
             if obj is None:
                 raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
@@ -118,7 +100,7 @@ class StoredEndpoint:
             return
         if await stateful.store.log_status(sid) is None:
             raise GatewayError("invalid_request", f"{noun} {sid!r} has no event stream to resume (only stored/background generations have one)", 400)
-        after = _resume_point(self.dialect, query)
+        after = stored_policy.resume_point(query)
         req = ChatRequest(model=str(obj.get("model") or ""), dialect=self.dialect)
         record.model, record.stream, record.response_started = req.model, True, True
         finished = await run_until_disconnect(stateful.follow(self.dialect, codec_for(self.dialect), req, sid, after, send, headers), receive)

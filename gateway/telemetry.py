@@ -54,25 +54,6 @@ log = logging.getLogger("gateway.telemetry")
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
-# gen_ai.operation.name and gen_ai.provider.name by upstream dialect: data, not branches.
-OPERATION = {
-    "anthropic": "chat",
-    "openai-chat": "chat",
-    "openai-responses": "chat",
-    "gemini": "generate_content",
-    "gemini-interactions": "chat",
-    "bedrock-converse": "chat",
-    "demo": "chat",
-}
-DIALECT_PROVIDER = {
-    "anthropic": "anthropic",
-    "openai-chat": "openai",
-    "openai-responses": "openai",
-    "gemini": "gcp.gemini",
-    "gemini-interactions": "gcp.gemini",
-    "bedrock-converse": "aws.bedrock",
-    "demo": "gateway.demo",
-}
 # A provider reached through another's wire format is named by its host (the conventions' values).
 HOST_PROVIDER = (
     ("openai.azure.com", "azure.ai.openai"),
@@ -102,7 +83,7 @@ USAGE_ATTRIBUTES = (
 def provider_attributes(provider: Provider) -> dict[str, Any]:
     """``gen_ai.provider.name``, ``server.address``, ``server.port`` of a configured provider."""
     settings = provider.settings
-    attrs: dict[str, Any] = {"gen_ai.provider.name": DIALECT_PROVIDER.get(settings.dialect, settings.dialect)}
+    attrs: dict[str, Any] = {"gen_ai.provider.name": provider.identity.otel_provider}  # the codec's (gateway/dialects/base.py)
     if settings.base_url:
         parts = urlsplit(settings.base_url)
         host = parts.hostname or ""
@@ -259,7 +240,7 @@ class Telemetry:
 
         jobs = [self.processor.shutdown]
         if self.metrics is not None:
-            jobs.append(lambda: self.metrics.shutdown(self.shutdown_seconds * 1000))  # type: ignore[union-attr]
+            jobs.append(lambda: self.metrics.shutdown(self.shutdown_seconds * 1000))
         workers = [threading.Thread(target=run, args=(job,), name="gateway-telemetry-shutdown", daemon=True) for job in jobs]
         for worker in workers:
             worker.start()
@@ -306,7 +287,7 @@ class RequestTrace:
 
     def attempt_started_for(self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool) -> _Span:
         """A CLIENT span for one upstream attempt, child of the request's span."""
-        operation = OPERATION.get(provider.dialect, "chat")
+        operation = provider.identity.otel_operation
         attrs: dict[str, Any] = {"gen_ai.operation.name": operation, **self.tel.provider(provider), "gen_ai.request.model": target.upstream_model}
         self.attempt_attrs = dict(attrs)  # the metric attributes (low cardinality)
         attrs["gateway.provider"] = provider.name
@@ -428,14 +409,14 @@ class RequestTrace:
             attrs["error.type"] = attempt.error = error
         metrics = self.tel.metrics
         if metrics is not None:
-            key = tuple(self.attempt_attrs.items())
+            labels = tuple(self.attempt_attrs.items())
             if error:
-                key += (("error.type", error),)
-            measured = [(DURATION, time.perf_counter() - self.attempt_started, key)]
+                labels += (("error.type", error),)
+            measured: list[tuple[str, float, tuple[tuple[str, Any], ...]]] = [(DURATION, time.perf_counter() - self.attempt_started, labels)]
             if record.input_tokens is not None:
-                measured.append((TOKENS, record.input_tokens, key + (("gen_ai.token.type", "input"),)))
+                measured.append((TOKENS, record.input_tokens, labels + (("gen_ai.token.type", "input"),)))
             if record.output_tokens is not None:
-                measured.append((TOKENS, record.output_tokens, key + (("gen_ai.token.type", "output"),)))
+                measured.append((TOKENS, record.output_tokens, labels + (("gen_ai.token.type", "output"),)))
             if self.ttfc is not None:
-                measured.append((TTFC, self.ttfc, key))
+                measured.append((TTFC, self.ttfc, labels))
             metrics.record_all(measured)

@@ -13,7 +13,7 @@ deliver (collector unreachable, refused) is counted too. Both land in the Promet
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -48,7 +48,8 @@ class CountingExporter(SpanExporter):
 
     def shutdown(self, timeout_millis: float = 30000) -> None:
         try:
-            self.inner.shutdown(timeout_millis=timeout_millis)  # type: ignore[call-arg]
+            shutdown: Callable[..., None] = self.inner.shutdown  # newer exporters take a deadline
+            shutdown(timeout_millis=timeout_millis)
         except TypeError:
             self.inner.shutdown()
 

@@ -4,7 +4,8 @@ The caller's key never reaches this module: headers sent upstream are built here
 provider's own key plus the few provider headers a codec chose to forward (``UpstreamCall.headers``).
 
 The client runs over the gateway's transport (``http_transport.GatewayTransport``) unless the
-provider says ``transport = "httpx"`` (httpx's own: HTTP/2, SOCKS, proxies from the environment).
+provider says ``transport = "httpx"`` (httpx's own: HTTP/2, SOCKS, proxies from the environment),
+or is the demo, whose transport is a stand-in that never opens a socket (gateway/demo.py).
 What is the same for every request of a provider is built once in ``start``: the static and auth
 headers as an ``httpx.Headers``, the timeouts, and each distinct URL as an ``httpx.URL`` (cached by
 path, so a request parses none). Requests are built as ``httpx.Request`` directly rather than
@@ -19,13 +20,17 @@ request, on either transport.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 import httpx
 import orjson
 
-from gateway.dialects.base import UpstreamCall
+from gateway import demo
+from gateway.carry import Limit
+from gateway.dialects.base import Identity, UpstreamCall
+from gateway.dialects.registry import codec_for
 from gateway.http_client import LocalProtocolError, Response
 from gateway.http_pool import trust_context
 from gateway.http_transport import GatewayTransport, UpstreamClient, open_connections
@@ -76,7 +81,7 @@ class Provider:
     platform: Platform = field(init=False)  # where the dialect is spoken (gateway/platforms/)
 
     def __post_init__(self) -> None:
-        self.platform = platform_for(self.settings) if self.settings.dialect != "demo" else Platform()
+        self.platform = platform_for(self.settings)
 
     @property
     def name(self) -> str:
@@ -86,9 +91,25 @@ class Provider:
     def dialect(self) -> str:
         return self.settings.dialect
 
+    @property
+    def identity(self) -> Identity:
+        return identity_of(self.settings)
+
+    @property
+    def forwards_frames(self) -> bool:
+        """Whether a same-dialect caller may get this provider's own frames (the fast path). A
+        stand-in's frames are not a provider's: its callers get the gateway's own encoding."""
+        return self.settings.transport != demo.KIND
+
+    @property
+    def limits(self) -> Sequence[Limit]:
+        """What this provider cannot carry: its dialect's limits; none for a stand-in, which
+        answers anything (the demo's transport, gateway/demo.py)."""
+        return () if self.settings.transport == demo.KIND else codec_for(self.settings.dialect).limits
+
     def start(self) -> None:
         s = self.settings
-        if s.dialect == "demo" or self.client is not None:
+        if self.client is not None:
             return
         headers = {"user-agent": USER_AGENT, "accept": "text/event-stream, application/json", "accept-encoding": "identity"}
         for name, value in s.headers.items():
@@ -165,6 +186,12 @@ class Provider:
             response.stream = _SPENT
 
 
+def identity_of(s: ProviderSettings) -> Identity:
+    """What the provider is called outside the gateway (telemetry, prices): its codec's names,
+    or the demo stand-in's own."""
+    return demo.IDENTITY if s.transport == demo.KIND else codec_for(s.dialect).identity
+
+
 def upstream_client(s: ProviderSettings, auth: httpx.Auth | None = None) -> httpx.AsyncClient:
     """The provider's client: the gateway's transport, or httpx's own (``transport = "httpx"``).
 
@@ -177,6 +204,8 @@ def upstream_client(s: ProviderSettings, auth: httpx.Auth | None = None) -> http
     proxy = s.proxy.get_secret_value() if s.proxy else None  # a secret: it may hold credentials
     verify = trust_context(s.ca_file)
     auth = auth or _NO_AUTH
+    if s.transport == demo.KIND:  # the demo stand-in: no network at all
+        return UpstreamClient(transport=demo.DemoTransport(), timeout=timeout, auth=auth, follow_redirects=False, trust_env=False)
     if s.transport == "gateway":
         transport = GatewayTransport(verify=verify, limits=limits, proxy=proxy)
         return UpstreamClient(transport=transport, timeout=timeout, auth=auth, follow_redirects=False, trust_env=False)

@@ -16,11 +16,15 @@ from typing import Any
 import pytest
 
 from gateway.app import create_app
+from gateway.dialects import registry
 from gateway.server_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
 
-UPSTREAM_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
+# Every dialect a provider may speak that the fake upstream speaks too. Bedrock Converse is spoken
+# only on its platform (SigV4, eventstream): tests/dialects/bedrock_converse/test_e2e.py.
+NOT_FAKED = {"bedrock-converse"}
+UPSTREAM_DIALECTS = [d for d in registry.UPSTREAM_DIALECTS if d not in NOT_FAKED]
 
 
 def word_model(dialect: str, scenario: str) -> str:

@@ -660,7 +660,7 @@ async def test_upstreams_through_an_http_proxy(tls_files: tuple[str, str], trans
                 b"post http://127.0.0.1:%d/v1/chat/completions http/1.1 | " % plain_port + basic,
             ]
         async with MiniProxy(refuse=True) as strict, provider_client(transport, proxy=f"http://127.0.0.1:{strict.port}") as client:
-            with pytest.raises(httpx.HTTPError, match="407|Proxy Authentication"):
+            with pytest.raises(httpx.HTTPError, match=r"407|Proxy Authentication"):
                 await send(client, "POST", f"https://localhost:{tls_port}/x")
     finally:
         tls_server.close()

@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
+from gateway.dialects import registry
 from tests.conftest import UPSTREAM_DIALECTS, word_model
 from tests.support.callers import CALLERS, ERRORS, SYSTEM, TOOL_RESULT, USER, Outcome, error_status, responses_call
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, Received
 
-CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
+CALLER_DIALECTS = registry.caller_dialects()  # every dialect the gateway serves to callers
 
 ANSWERS: dict[str, dict[str, Any]] = {
     "text": {"text": "Hello from the gateway. 你好 — ok!", "stop": "stop", "usage": (30, 10, 12, None)},

@@ -435,6 +435,6 @@ def test_capture_split_anywhere(path: Path, data: st.DataObject) -> None:
     assert decode_chunks([raw[i : i + size] for i in range(0, n, size)]) == whole
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _whole_capture(path: Path) -> tuple[list[Frame], bool]:
     return decode_whole(path.read_bytes())

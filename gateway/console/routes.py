@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,7 @@ def console_routes(state: GatewayState) -> list[Route]:
         token = auth[7:].strip().encode() if auth[:7].lower() == "bearer " else b""
         return bool(admin_key) and hmac.compare_digest(token, admin_key)
 
-    def guarded(handler: Any) -> Any:
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if not authorized(request):
                 return _json({"error": {"message": "the admin API needs the admin key as Authorization: Bearer", "type": "authentication_error"}}, 401)

@@ -1,21 +1,33 @@
-"""Dialect name → codec. Imported lazily so one broken codec cannot take the others down at import."""
+"""Dialect name → codec, and the lists of dialects everything else is built from.
+
+Adding a dialect is one line in ``MODULES`` (and its package: see gateway/dialects/base.py). The
+order is the order in which codecs are asked whether a request comes from their SDK
+(``Codec.recognises``, see ``guess_caller``): the more specific first, OpenAI Chat (which
+recognises anything) last. Codecs are imported lazily, so one broken codec cannot take the others
+down at import.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 
 from gateway.dialects.base import Codec
 
 MODULES = {
     "anthropic": "gateway.dialects.anthropic",
-    "openai-chat": "gateway.dialects.openai_chat",
-    "openai-responses": "gateway.dialects.openai_responses",
-    "gemini": "gateway.dialects.gemini",
     "gemini-interactions": "gateway.dialects.gemini_interactions",
+    "gemini": "gateway.dialects.gemini",
+    "openai-responses": "gateway.dialects.openai_responses",
+    "openai-chat": "gateway.dialects.openai_chat",
     "bedrock-converse": "gateway.dialects.bedrock_converse",  # upstream only: no caller route
 }
+FALLBACK_CALLER = "openai-chat"  # the shape of an answer to a caller no codec recognises
+
+UPSTREAM_DIALECTS: tuple[str, ...] = tuple(MODULES)  # what a provider's ``dialect`` may be
 
 _cache: dict[str, Codec] = {}
+_callers: list[Codec] = []  # the caller codecs in registry order, once imported
 
 
 def codec_for(dialect: str) -> Codec:
@@ -36,3 +48,18 @@ def available() -> list[str]:
             continue
         names.append(name)
     return names
+
+
+def caller_dialects() -> list[str]:
+    """The dialects callers can speak to the gateway (those with routes; an upstream-only dialect has none)."""
+    return [name for name in available() if codec_for(name).routes]
+
+
+def guess_caller(path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> str:
+    """The dialect whose SDK sent this request, for the shape of an answer given before routing."""
+    if not _callers:
+        _callers.extend(codec_for(name) for name in caller_dialects())
+    for codec in _callers:
+        if codec.recognises(path, header_names, query_keys):
+            return codec.name
+    return FALLBACK_CALLER

@@ -1,9 +1,11 @@
 """Caller-side validation: what the caller's own API would refuse, refused here, in its words.
 
-Each dialect package has a ``validate.py`` holding one table, ``RULES``, of the limits its
-provider documents (required fields, non-empty arrays, numeric ranges, roles, tool names, a tool
-choice that names a tool not offered), plus ``WORDING``: how that provider phrases each kind of
-refusal. This module is only the small interpreter of those tables.
+Each dialect package has a ``validate.py`` exporting one ``TABLE`` (a ``Table``): its ``RULES``,
+the limits its provider documents (required fields, non-empty arrays, numeric ranges, roles, tool
+names); its ``WORDING``, how that provider phrases each kind of refusal; and its ``checks``, the
+few rules that relate two fields (a tool choice naming a tool not offered, a thinking budget not
+below ``max_tokens``). ``TABLE_MODULES`` names the module per dialect, imported at the first
+request of that dialect. This module is only the small interpreter of those tables.
 
 Why a step of its own, before ``request_parse``: a parser is lenient on purpose (it converts what
 real clients send), and an upstream of another dialect may accept what the caller's API would not
@@ -197,7 +199,7 @@ def _details(rule: Rule, node: dict[str, Any], last: tuple[str, ...], path: tupl
         return "any_key", {"path": _path_text(path), "keys": ", ".join(rule.values)}
     name = next((n for n in last if n in node), last[0])
     here = _path_text((*path, name))
-    value = node.get(name)
+    value: Any = node.get(name)
     fields: dict[str, Any] = {"path": here, "value": value}
     if rule.kind == "range":
         bound = "min" if rule.lo is not None and value < rule.lo else "max"

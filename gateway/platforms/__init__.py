@@ -37,8 +37,6 @@ def platform_for(s: ProviderSettings) -> Platform:
 def check_platforms(settings: Settings) -> None:
     """Every provider's platform settings and extras, at startup (``ConfigError`` names the extra)."""
     for s in settings.providers:
-        if s.dialect == "demo":
-            continue
         platform_for(s).check(s)
 
 

@@ -60,7 +60,7 @@ class SigV4(httpx.Auth):
         """The chain's credentials object (blocking: files, maybe the network). Once."""
         with self._lock:
             if not self._resolved:
-                import botocore.session  # type: ignore[import-untyped]
+                import botocore.session
 
                 self._credentials = botocore.session.Session().get_credentials()
                 self._resolved = True
@@ -111,8 +111,8 @@ class SigV4(httpx.Auth):
 
     def sign(self, request: httpx.Request, frozen: Any) -> None:
         """Add ``authorization``, ``x-amz-date`` (and ``x-amz-security-token``) to ``request``."""
-        from botocore.auth import SigV4Auth  # type: ignore[import-untyped]
-        from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
 
         headers = {"host": request.headers["host"]}
         content_type = request.headers.get("content-type")

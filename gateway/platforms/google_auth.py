@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ class GoogleTokens:
         if path and self._token_url:
             info = _read_json(path)
             if info.get("type") == "service_account" and not info.get("token_uri"):
-                return service_account.Credentials.from_service_account_info({**info, "token_uri": self._token_url}, scopes=[SCOPE])  # type: ignore[no-untyped-call]
+                return service_account.Credentials.from_service_account_info({**info, "token_uri": self._token_url}, scopes=[SCOPE])
         credentials, _project = google.auth.default(scopes=[SCOPE])
         return credentials
 
@@ -61,7 +61,7 @@ class GoogleTokens:
         if not isinstance(token, str) or not token:
             raise GatewayError("bad_gateway", f"provider {self._provider}: the Google credentials gave no access token", 502)
         expiry = self._credentials.expiry  # naive UTC (google-auth), or None: assume an hour
-        expires_at = expiry.replace(tzinfo=timezone.utc).timestamp() if expiry is not None else _now() + 3600
+        expires_at = expiry.replace(tzinfo=UTC).timestamp() if expiry is not None else _now() + 3600
         return token, expires_at
 
     def extra_headers(self) -> dict[str, str]:

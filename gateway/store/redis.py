@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from gateway.store.redis_shared import RedisShared
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
 from gateway.store.redis_counters import RedisCounters
+from gateway.store.redis_shared import RedisShared
 
 _BATCH = 1000
 _PREFIX = "gw:"
@@ -92,6 +92,12 @@ if #last > 0 and last[1][2][1] == 'end' then status = last[1][2][2]; n = n - 1 e
 if m[1] == false and m[2] == false and m[3] == false and #last == 0 then return false end
 return {t[1] .. '.' .. string.format('%06d', t[2]), m[1], m[2], m[3], n, status}
 """
+
+
+# Stream replies as this client (bytes, RESP2) returns them: the redis stubs type them as unions of
+# every decode mode, so they are narrowed once here.
+_Entry = tuple[bytes, dict[bytes, bytes]]
+_ReadReply = list[tuple[bytes, list[_Entry]]]
 
 
 def _seq(entry_id: bytes | str) -> int:
@@ -160,7 +166,7 @@ class RedisStore(RedisCounters, Store):
         out: list[tuple[int, bytes]] = []
         start = f"0-{(after if after is not None else -1) + 2}"
         while True:
-            entries = await self._r.xrange(log, min=start, max="+", count=_BATCH)
+            entries = cast(list[_Entry], await self._r.xrange(log, min=start, max="+", count=_BATCH))
             for eid, fields in entries:
                 if b"d" in fields:
                     out.append((_seq(eid), fields[b"d"]))
@@ -179,7 +185,7 @@ class RedisStore(RedisCounters, Store):
         # How long one XREAD may block before we look at the owner's heartbeat again.
         block_ms = int(max(0.05, min(1.0, dead_after / 4)) * 1000)
         while True:
-            resp = await self._r.xread({log: last_id}, count=_BATCH, block=block_ms)
+            resp = cast(_ReadReply, await self._r.xread({log: last_id}, count=_BATCH, block=block_ms))
             if resp:
                 idle_since = time.monotonic()
                 for eid, fields in resp[0][1]:
@@ -225,7 +231,7 @@ class RedisStore(RedisCounters, Store):
     async def cancel_requested(self, stream_id: str) -> bool:
         return _s(await self._r.hget(self._k("meta", stream_id), "cancel")) == "1"
 
-    def shared(self) -> RedisShared:  # type: ignore[override]
+    def shared(self) -> RedisShared:
         """Cooldowns, in-flight counts and session pins in Redis: one view for every replica."""
         if self._shared is None:
             self._shared = RedisShared(self._r, self._prefix)

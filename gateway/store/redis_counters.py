@@ -13,7 +13,7 @@ cases on both backends).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -234,7 +234,7 @@ class RedisCounters:
         return [orjson.loads(b) for b in await self._r.lrange(name, 0, max(limit, 1) - 1)]
 
     async def key_records(self) -> dict[str, dict[str, Any]]:
-        raw = await self._r.hgetall(self._prefix + "keys")
+        raw = cast(dict[bytes, bytes], await self._r.hgetall(self._prefix + "keys"))
         return {k.decode(): orjson.loads(v) for k, v in raw.items()}
 
     async def put_key_record(self, name: str, record: dict[str, Any]) -> None:

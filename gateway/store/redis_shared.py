@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.store.shared import SharedState
+
 # KEYS: cooldown   ARGV: ms   — extend only: a shorter cooldown never replaces a longer one
 _COOL = """
 local left = redis.call('PTTL', KEYS[1])
@@ -47,8 +49,8 @@ return {left, counts, pinned}
 """
 
 
-class RedisShared:
-    """Implements :class:`gateway.store.shared.SharedState` on the store's Redis connection."""
+class RedisShared(SharedState):
+    """:class:`gateway.store.shared.SharedState` on the store's Redis connection."""
 
     def __init__(self, client: Any, prefix: str) -> None:
         self._r = client

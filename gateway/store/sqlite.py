@@ -2,8 +2,12 @@
 
 Why it is built this way:
 
-* Every call runs on one dedicated worker thread that owns the connection, so the event loop
-  never blocks on disk and sqlite3's one-thread-per-connection rule holds without locks.
+* Every call but one runs on one dedicated worker thread that owns the connection, so the event
+  loop never blocks on disk and sqlite3's one-thread-per-connection rule holds without locks.
+  Appends queued meanwhile go in one transaction (one commit and one thread hop for many live
+  streams). The exception is a named key's reserve (``SQLiteCounters.reserve``): a few
+  microseconds of SQL, run on the event loop's own connection, cheaper than the hop; it moves to
+  the worker only while another process holds the write lock.
 * WAL mode with ``synchronous=NORMAL``: readers never block the writer, and a commit costs no
   fsync (a crash may lose the last few events, never corrupt the file) — an append per event
   stays cheap.
@@ -249,7 +253,7 @@ class SQLiteStore(SQLiteCounters, Store):
             db.execute("DELETE FROM logs WHERE id = ?", (id,))
             return n > 0
 
-        gone = await self._run(self._tx, run)
+        gone: bool = await self._run(self._tx, run)
         self._wake(id)
         return gone
 
@@ -277,7 +281,7 @@ class SQLiteStore(SQLiteCounters, Store):
             for i, (_, _, _, fut) in enumerate(batch):
                 if fut.done():
                     continue
-                res = error if results is None else results[i]
+                res = results[i] if results is not None else error or RuntimeError("append failed")
                 if isinstance(res, BaseException):
                     fut.set_exception(res)
                 else:

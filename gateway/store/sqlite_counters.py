@@ -3,19 +3,24 @@ transaction, so several ``--workers`` on one file see one set of counters and no
 between another's check and its write. A key's live state (leases, windows, holds) is one row
 (gateway/store/key_state.py): a reserve writes one page. Spend tables have no TTL: they are the ledger.
 
-Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement.
+Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement
+but the reserves: those run on a connection of the event loop's own thread (``reserve``), and go to
+the worker only when another process holds the write lock past ``INLINE_BUSY_SECONDS``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from gateway.store.memory_counters import MemoryCounters
 from gateway.store import key_state
 from gateway.store.counters import Ask, Settlement, Verdict, hour_of, settlement_values
+from gateway.store.memory_counters import MemoryCounters
+
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rl_state (key TEXT PRIMARY KEY, state BLOB NOT NULL) WITHOUT ROWID;
@@ -69,9 +74,9 @@ class SQLiteCounters:
 
     if TYPE_CHECKING:  # provided by SQLiteStore
 
-        def _tx(self, fn: Any, immediate: bool = True) -> Any: ...
+        def _tx(self, fn: Callable[[sqlite3.Connection], T], immediate: bool = True) -> T: ...
 
-        async def _run(self, fn: Any, *args: Any) -> Any: ...
+        async def _run(self, fn: Callable[..., T], *args: Any) -> T: ...
 
     # -- worker-thread side ----------------------------------------------------------------------
 
@@ -105,7 +110,7 @@ class SQLiteCounters:
             return v
 
         if db is None:
-            return self._tx(run)  # type: ignore[no-any-return]
+            return self._tx(run)
         db.execute("BEGIN IMMEDIATE")
         try:
             out = run(db)
@@ -141,7 +146,7 @@ class SQLiteCounters:
                 db.execute("DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,))
             return out
 
-        return self._tx(run)  # type: ignore[no-any-return]
+        return self._tx(run)
 
     # -- event-loop side -----------------------------------------------------------------------------
 
@@ -159,12 +164,12 @@ class SQLiteCounters:
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
-        return await self._run(self._reserve, ask)  # type: ignore[no-any-return]
+        return await self._run(self._reserve, ask)
 
     async def settle(self, items: list[Settlement]) -> list[int]:
         if self._memory is not None:
             return self._memory.settle(items)
-        return await self._run(self._settle, items)  # type: ignore[no-any-return]
+        return await self._run(self._settle, items)
 
     async def budget_state(self, key: str, period: str) -> tuple[int, int]:
         if self._memory is not None:
@@ -174,7 +179,7 @@ class SQLiteCounters:
             row = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (key, period)).fetchone()
             return (row[0] if row else 0, _load(db, key)["h"].get(period, 0))
 
-        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+        return await self._run(self._tx, run, False)
 
     async def spend_buckets(self, start_hour: int, end_hour: int, key: str | None) -> list[tuple[Any, ...]]:
         if self._memory is not None:
@@ -187,7 +192,7 @@ class SQLiteCounters:
                 sql, args = sql + " AND key = ?", args + (key,)
             return [tuple(r) for r in db.execute(sql, args).fetchall()]
 
-        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+        return await self._run(self._tx, run, False)
 
     async def recent_requests(self, key: str | None, limit: int) -> list[dict[str, Any]]:
         if self._memory is not None:
@@ -200,7 +205,7 @@ class SQLiteCounters:
                 rows = db.execute("SELECT body FROM request_log WHERE key = ? ORDER BY seq DESC LIMIT ?", (key, limit)).fetchall()
             return [orjson.loads(r[0]) for r in rows]
 
-        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+        return await self._run(self._tx, run, False)
 
     async def key_records(self) -> dict[str, dict[str, Any]]:
         if self._memory is not None:
@@ -209,7 +214,7 @@ class SQLiteCounters:
         def run(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
             return {name: orjson.loads(body) for name, body in db.execute("SELECT name, body FROM key_records")}
 
-        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+        return await self._run(self._tx, run, False)
 
     async def put_key_record(self, name: str, record: dict[str, Any]) -> None:
         if self._memory is not None:
@@ -229,4 +234,4 @@ class SQLiteCounters:
             row = db.execute("SELECT v FROM key_version WHERE id = 0").fetchone()
             return row[0] if row else 0
 
-        return await self._run(self._tx, run, False)  # type: ignore[no-any-return]
+        return await self._run(self._tx, run, False)

@@ -106,9 +106,9 @@ async def test_append_to_follow_latency(opener: Opener, url: str) -> None:
         await writer.claim(sid, "o")
         stamps: list[float] = []
 
-        async def read() -> None:
+        async def read(reader=reader, sid: str = sid, stamps: list[float] = stamps) -> None:  # this pass's
             async for _ in reader.follow(sid, None):
-                stamps.append(time.perf_counter() - sent)
+                stamps.append(time.perf_counter() - sent)  # noqa: B023 -- the latest append's clock, read late on purpose
 
         task = asyncio.create_task(read())
         await asyncio.sleep(0.05)

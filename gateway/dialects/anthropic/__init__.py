@@ -13,15 +13,16 @@ parser unpacks it); Anthropic's own signatures pass unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, ratelimit, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
 from .stream_decode import AnthropicStreamDecoder
 from .stream_encode import AnthropicStreamEncoder
@@ -32,6 +33,18 @@ class AnthropicCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
+    identity = Identity("anthropic", "chat", "anthropic")
+    routes = caller.ROUTES
+
+    def __init__(self) -> None:
+        self.rate_limit_headers: RateLimitHeaders | None = ratelimit.headers
+        self.models: ModelListing | None = caller.MODELS
+        self.counting: TokenCounting | None = caller.COUNTING
+        self.own_api: OwnAPI | None = OwnAPI("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", ("claude-*",))
+        self.stored: StoredObjects | None = None
+
+    def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
+        return caller.recognises(path, header_names, query_keys)
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """The provider's own API: ``x-api-key`` and the API version every request must name."""

@@ -35,6 +35,7 @@ from gateway.dialects.common import (
 )
 from gateway.errors import invalid
 from gateway.ir import (
+    ROLES,
     ChatRequest,
     FilePart,
     ImagePart,
@@ -216,7 +217,7 @@ def _messages(body: dict[str, Any]) -> list[Message]:
             raise invalid(f"{path}.role: must be 'user' or 'assistant', got {role!r}", param=f"{path}.role")
         if "content" not in msg or msg["content"] is None:
             raise invalid(f"{path}.content: field required", param=f"{path}.content")
-        out.append(Message(role, _content(msg["content"], f"{path}.content")))  # type: ignore[arg-type]
+        out.append(Message(ROLES[role], _content(msg["content"], f"{path}.content")))
     return out
 
 

@@ -112,37 +112,36 @@ class AnthropicStreamEncoder:
     def encode(self, event: Event) -> bytes:
         if self._finished:
             return b""
-        kind = type(event)
-        if kind is TextDelta or kind is ThinkingDelta:
-            return self._delta(event.index, event.text)  # type: ignore[union-attr]
-        if kind is ToolArgsDelta:
-            return self._delta(event.index, event.fragment)  # type: ignore[union-attr]
-        if kind is Usage:
-            self._usage = _merge_usage(self._usage, event)  # type: ignore[arg-type]
+        if type(event) is TextDelta or type(event) is ThinkingDelta:
+            return self._delta(event.index, event.text)
+        if type(event) is ToolArgsDelta:
+            return self._delta(event.index, event.fragment)
+        if type(event) is Usage:
+            self._usage = _merge_usage(self._usage, event)
             return b""
-        if kind is MessageStart:
+        if type(event) is MessageStart:
             if self._id is None:
-                self._id = event.id if self._same and event.id else new_id("msg_")  # type: ignore[union-attr]
+                self._id = event.id if self._same and event.id else new_id("msg_")
             return b""
-        if kind is BlockStart:
-            return self._block_start(event)  # type: ignore[arg-type]
-        if kind is BlockStop:
-            return self._block_stop(event.index)  # type: ignore[union-attr]
-        if kind is SignatureDelta:
-            block = self._blocks.get(event.index)  # type: ignore[union-attr]
+        if type(event) is BlockStart:
+            return self._block_start(event)
+        if type(event) is BlockStop:
+            return self._block_stop(event.index)
+        if type(event) is SignatureDelta:
+            block = self._blocks.get(event.index)
             if block is not None and block.kind == "thinking":
-                block.signature += event.signature  # type: ignore[union-attr]
+                block.signature += event.signature
             return b""
-        if kind is End:
-            return self._end(event)  # type: ignore[arg-type]
-        if kind is StreamError:
-            return self._error(event)  # type: ignore[arg-type]
+        if type(event) is End:
+            return self._end(event)
+        if type(event) is StreamError:
+            return self._error(event)
         return b""
 
     # -- message ------------------------------------------------------------------------------
     def _message_start(self) -> bytes:
         self._started = True
-        message = {
+        message: dict[str, object] = {
             "id": self._id or new_id("msg_"),
             "type": "message",
             "role": "assistant",

@@ -3,9 +3,9 @@
 Converse is Bedrock's one request shape for every model it hosts (Llama, Mistral, Nova, DeepSeek,
 Qwen, gpt-oss, Claude …): ``POST /model/{modelId}/converse-stream`` answered with an AWS
 eventstream of ``messageStart`` / ``contentBlock*`` / ``messageStop`` / ``metadata`` events, or
-``/converse`` answered with one JSON reply. No caller speaks it (there is no caller endpoint, see
-app.py's route table), so the codec builds requests and decodes replies and errors, and refuses
-the caller-side operations (``parse_request``, ``stream_encoder``, ``encode_whole``).
+``/converse`` answered with one JSON reply. No caller speaks it (``routes = ()``: no caller
+endpoint), so the codec builds requests and decodes replies and errors, and refuses the caller-side
+operations (``parse_request``, ``stream_encoder``, ``encode_whole``).
 
 Files: ``request_build`` (ChatRequest → call; ``content`` folds the messages, ``models`` tells
 the model families apart for ``additionalModelRequestFields``), ``stream_decode`` (frames from
@@ -19,9 +19,22 @@ provider of this dialect.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, NoReturn
 
-from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.dialects.base import (
+    BuildOptions,
+    CallerRoute,
+    EncodeContext,
+    Identity,
+    ModelListing,
+    OwnAPI,
+    RateLimitHeaders,
+    RequestMeta,
+    StoredObjects,
+    TokenCounting,
+    UpstreamCall,
+)
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -43,6 +56,18 @@ class ConverseCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # empty: no caller writes Converse parameters
+    identity = Identity("aws.bedrock", "chat", "aws")
+    routes: tuple[CallerRoute, ...] = ()  # upstream only
+
+    def __init__(self) -> None:
+        self.rate_limit_headers: RateLimitHeaders | None = None
+        self.models: ModelListing | None = None
+        self.counting: TokenCounting | None = None
+        self.own_api: OwnAPI | None = None  # reached through the bedrock platform (gateway/platforms/)
+        self.stored: StoredObjects | None = None
+
+    def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
+        return False  # no caller speaks it
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """A Bedrock API key is a bearer token; without one, the bedrock platform signs each request

@@ -8,15 +8,16 @@ whole.py, usage.py, stop_reasons.py, errors.py.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
 from .json_array import JsonArrayStreamEncoder
 from .schema import convert_for_gemini
@@ -29,6 +30,18 @@ class GeminiCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
+    identity = Identity("gcp.gemini", "generate_content", "google")
+    routes = caller.ROUTES
+
+    def __init__(self) -> None:
+        self.rate_limit_headers: RateLimitHeaders | None = None
+        self.models: ModelListing | None = caller.MODELS
+        self.counting: TokenCounting | None = caller.COUNTING
+        self.own_api: OwnAPI | None = OwnAPI("gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", ("gemini-*",))
+        self.stored: StoredObjects | None = None
+
+    def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
+        return caller.recognises(path, header_names, query_keys)
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """The Gemini API: its key in ``x-goog-api-key`` (never in the URL, where logs keep it)."""

@@ -55,9 +55,10 @@ def error_fields(obj: Any) -> tuple[int | None, str, str | None, float | None]:
     err = obj.get("error") if isinstance(obj, dict) else None
     if not isinstance(err, dict):
         return None, "", None, None
-    code = err.get("code") if isinstance(err.get("code"), int) else None
-    message = err.get("message") if isinstance(err.get("message"), str) else ""
-    status = err.get("status") if isinstance(err.get("status"), str) else None
+    code, message, status = err.get("code"), err.get("message"), err.get("status")
+    code = code if isinstance(code, int) else None
+    message = message if isinstance(message, str) else ""
+    status = status if isinstance(status, str) else None
     retry_after = None
     for detail in err.get("details") or ():
         if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
@@ -81,7 +82,7 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         obj = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
         obj = None
-    code, message, status_name, retry_after = error_fields(obj)
+    _, message, status_name, retry_after = error_fields(obj)
     if not message:
         message = body.decode("utf-8", "replace")[:2000] if body else f"upstream returned HTTP {status}"
     return GatewayError(

@@ -34,7 +34,7 @@ DIALECT = "gemini"
 
 
 def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
-    call = build_call(req, upstream_model, json_schema=bool(getattr(options, "gemini_parameters_json_schema", False)))
+    call = build_call(req, upstream_model, json_schema=options.gemini_parameters_json_schema)
     if not options.stream:  # a whole caller gets a whole upstream call
         call.path = call.path.replace(":streamGenerateContent", ":generateContent")
         call.params = {}

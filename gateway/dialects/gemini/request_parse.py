@@ -30,6 +30,7 @@ from gateway.ir import (
     ImagePart,
     Message,
     Part,
+    Role,
     TextPart,
     Thinking,
     ThinkingPart,
@@ -38,9 +39,9 @@ from gateway.ir import (
     ToolChoice,
     ToolResultPart,
 )
-from .sigs import from_caller
 
 from .schema import to_json_schema
+from .sigs import from_caller
 
 DIALECT = "gemini"
 
@@ -51,7 +52,7 @@ _GEN_KEYS = frozenset(
         "responseMimeType", "responseSchema", "responseJsonSchema", "thinkingConfig",
     }
 )
-_ROLES = {"user": "user", "model": "assistant", "function": "user", "tool": "user"}
+_ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "user", "tool": "user"}
 
 
 def _camel(obj: Any) -> Any:
@@ -119,7 +120,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
         out: list[Part] = []
         for j, raw in enumerate(parts):
             _part(_camel(expect_dict(raw, f"{path}.parts[{j}]")), f"{path}.parts[{j}]", out, ids)
-        req.messages.append(Message(_ROLES[role], out))  # type: ignore[arg-type]
+        req.messages.append(Message(_ROLES[role], out))
 
     system = body.get("systemInstruction")
     if isinstance(system, str):
@@ -204,7 +205,7 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
         out.append(ToolCallPart(cid, name, orjson.dumps(args).decode()))
     elif "functionResponse" in part:
         fr = _camel(get_dict(part, "functionResponse", f"{path}.functionResponse", required=True) or {})
-        name = get_str(fr, "name", f"{path}.functionResponse.name", required=True)
+        name = get_str(fr, "name", f"{path}.functionResponse.name", required=True) or ""
         response = fr.get("response")
         if response is None:
             response = {}

@@ -236,9 +236,7 @@ def to_json_schema(schema: Any, depth: int = 0) -> Any:
             out["items"] = to_json_schema(value, depth + 1)
         elif key == "anyOf" and isinstance(value, list):
             out["anyOf"] = [to_json_schema(v, depth + 1) for v in value]
-        elif key in ("nullable", "propertyOrdering"):
-            continue
-        elif key == "format" and value == "enum":
+        elif key in ("nullable", "propertyOrdering") or (key == "format" and value == "enum"):
             continue
         else:
             out[key] = value

@@ -37,11 +37,11 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from .sigs import to_caller
 
 from . import stop_reasons
 from . import usage as usage_map
 from .errors import error_object, status_name
+from .sigs import to_caller
 from .whole import shows_thoughts
 
 _HEAD = b'data: {"candidates":[{"content":{"parts":['

@@ -8,16 +8,18 @@ writes carries ``event_id`` = ``event_id_for(n)`` (``parse_event_id`` reads ``n`
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
+from .stored import STORED
 from .stream_decode import InteractionsStreamDecoder
 from .stream_encode import DONE_FRAME, InteractionsStreamEncoder, event_id_for, parse_event_id
 
@@ -31,6 +33,18 @@ class InteractionsCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
+    identity = Identity("gcp.gemini", "chat", "google")
+    routes = caller.ROUTES
+
+    def __init__(self) -> None:
+        self.rate_limit_headers: RateLimitHeaders | None = None
+        self.models: ModelListing | None = None
+        self.counting: TokenCounting | None = None
+        self.own_api: OwnAPI | None = None
+        self.stored: StoredObjects | None = STORED
+
+    def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
+        return caller.recognises(path, header_names, query_keys)
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """The Gemini API: its key in ``x-goog-api-key`` (never in the URL, where logs keep it)."""
@@ -42,14 +56,18 @@ class InteractionsCodec:
     def build_request(self, req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
         return request_build.build_request(req, upstream_model, options)
 
-    def resume_call(self, decoder: InteractionsStreamDecoder) -> UpstreamCall | None:
-        """How to pick a dropped upstream stream up where it stopped: ``GET`` the interaction with
-        ``last_event_id`` instead of a second ``POST`` (which would be a second, billed generation).
-        ``None`` when there is nothing to resume (no id seen yet, or the stream already ended)."""
-        if decoder.interaction_id is None or decoder.last_event_id is None:
+    def resume_call(self, decoder: StreamDecoder) -> UpstreamCall | None:
+        """How to pick a dropped upstream stream up where it stopped (``Resumable``): ``GET`` the
+        interaction with ``last_event_id`` instead of a second ``POST`` (which would be a second,
+        billed generation). ``None`` when there is nothing to resume (no id seen yet)."""
+        if not isinstance(decoder, InteractionsStreamDecoder) or decoder.interaction_id is None or decoder.last_event_id is None:
             return None
         params = {"stream": "true", "last_event_id": decoder.last_event_id}
         return UpstreamCall(path=f"/v1beta/interactions/{decoder.interaction_id}", body={}, params=params, method="GET")
+
+    def stream_ended(self, decoder: StreamDecoder) -> bool:
+        """Whether the stream already ended in the dialect's own terms (``Resumable``)."""
+        return isinstance(decoder, InteractionsStreamDecoder) and decoder._finished
 
     def stream_decoder(self) -> InteractionsStreamDecoder:
         return InteractionsStreamDecoder()

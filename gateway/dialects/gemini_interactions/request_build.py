@@ -143,8 +143,9 @@ def _function_result(part: ToolResultPart, names: dict[str, str]) -> dict[str, A
     name = part.name or names.get(part.tool_call_id)
     if name:
         step["name"] = name
-    if all(isinstance(c, TextPart) for c in part.content):
-        step["result"] = "".join(c.text for c in part.content)  # type: ignore[union-attr]
+    texts = [c.text for c in part.content if isinstance(c, TextPart)]
+    if len(texts) == len(part.content):  # text only: the result is a string
+        step["result"] = "".join(texts)
     else:
         blocks = [{"type": "text", "text": c.text} if isinstance(c, TextPart) else content_block(c) for c in part.content]
         step["result"] = [b for b in blocks if b]

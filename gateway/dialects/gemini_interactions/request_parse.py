@@ -39,12 +39,14 @@ from gateway.ir import (
     ImagePart,
     Message,
     Part,
+    Role,
     TextPart,
     Thinking,
     ThinkingPart,
     Tool,
     ToolCallPart,
     ToolChoice,
+    ToolMode,
     ToolResultPart,
 )
 from gateway.thinking import EFFORTS
@@ -171,12 +173,15 @@ def _generation_config(gen: dict[str, Any], req: ChatRequest, extras: dict[str, 
         extras["generation_config"] = rest  # seed, image_config, speech_config …: no IR slot
 
 
+_CHOICE_MODES: dict[str, ToolMode] = {"auto": "auto", "any": "required", "none": "none", "validated": "auto"}
+
+
 def _tool_choice(value: Any, path: str) -> ToolChoice:
     if isinstance(value, str):
-        mode = {"auto": "auto", "any": "required", "none": "none", "validated": "auto"}.get(value)
+        mode = _CHOICE_MODES.get(value)
         if mode is None:
             raise invalid(f"{path}: must be auto, any, none or validated", param=path)
-        return ToolChoice(mode)  # type: ignore[arg-type]
+        return ToolChoice(mode)
     cfg = expect_dict(value, path)
     allowed = get_dict(cfg, "allowed_tools", f"{path}.allowed_tools")
     if allowed is None:
@@ -184,12 +189,12 @@ def _tool_choice(value: Any, path: str) -> ToolChoice:
     names = get_list(allowed, "tools", f"{path}.allowed_tools.tools")
     if not all(isinstance(n, str) for n in names):
         raise invalid(f"{path}.allowed_tools.tools: expected an array of strings", param=f"{path}.allowed_tools.tools")
-    mode = get_str(allowed, "mode", f"{path}.allowed_tools.mode") or "auto"
-    if mode == "none":
+    wanted = get_str(allowed, "mode", f"{path}.allowed_tools.mode") or "auto"
+    if wanted == "none":
         return ToolChoice("none")
-    if mode == "any" and len(names) == 1:
+    if wanted == "any" and len(names) == 1:
         return ToolChoice("tool", name=names[0])
-    return ToolChoice("required" if mode == "any" else "auto", allowed=list(names) or None)
+    return ToolChoice("required" if wanted == "any" else "auto", allowed=list(names) or None)
 
 
 def _response_format(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> None:
@@ -261,11 +266,11 @@ def parse_content(block: Any, path: str) -> TextPart | ImagePart | FilePart:
 def parse_steps(steps: list[Any], path: str) -> list[Message]:
     messages: list[Message] = []
 
-    def add(role: str, parts: list[Part]) -> None:
+    def add(role: Role, parts: list[Part]) -> None:
         if messages and messages[-1].role == role:
             messages[-1].content.extend(parts)
         else:
-            messages.append(Message(role, list(parts)))  # type: ignore[arg-type]
+            messages.append(Message(role, list(parts)))
 
     for i, raw in enumerate(steps):
         p = f"{path}[{i}]"

@@ -121,29 +121,28 @@ class InteractionsStreamEncoder:
     def encode(self, event: Event) -> bytes:
         if self._done:
             return b""
-        t = type(event)
-        if t is TextDelta or t is ThinkingDelta:
-            return self._delta(event.index, event.text)  # type: ignore[union-attr]
-        if t is ToolArgsDelta:
-            return self._delta(event.index, event.fragment)  # type: ignore[union-attr]
+        if type(event) is TextDelta or type(event) is ThinkingDelta:
+            return self._delta(event.index, event.text)
+        if type(event) is ToolArgsDelta:
+            return self._delta(event.index, event.fragment)
         out = self._start()
-        if t is BlockStart:
-            return out + self._step_start(event)  # type: ignore[arg-type]
-        if t is BlockStop:
-            step = self._steps.get(event.index)  # type: ignore[union-attr]
+        if type(event) is BlockStart:
+            return out + self._step_start(event)
+        if type(event) is BlockStop:
+            step = self._steps.get(event.index)
             return out + (self._step_stop(step) if step is not None else b"")
-        if t is SignatureDelta:
-            step = self._steps.get(event.index)  # type: ignore[union-attr]
+        if type(event) is SignatureDelta:
+            step = self._steps.get(event.index)
             if step is not None and step.kind == "thinking":
-                step.signature = (step.signature or "") + event.signature  # type: ignore[union-attr]
+                step.signature = (step.signature or "") + event.signature
             return out
-        if t is Usage:
-            self._usage = event  # type: ignore[assignment]
+        if type(event) is Usage:
+            self._usage = event
             return out
-        if t is End:
-            return out + self._end(event)  # type: ignore[arg-type]
-        if t is StreamError:
-            return out + self._error(event)  # type: ignore[arg-type]
+        if type(event) is End:
+            return out + self._end(event)
+        if type(event) is StreamError:
+            return out + self._error(event)
         return out  # MessageStart: the created frames are all it makes
 
     # ------------------------------------------------------------------ frames

@@ -1,7 +1,8 @@
 """What the Gemini Interactions API refuses, as a table (applied by ``gateway.dialects.validation``).
 
 The Interactions wire is snake_case: ``generation_config.temperature`` in [0, 2], ``top_p`` in
-[0, 1], ``max_output_tokens`` ≥ 1; a function tool has a non-empty ``name``. Wording as Gemini's.
+[0, 1], ``top_k`` ≥ 0, ``max_output_tokens`` ≥ 1; a function tool has a non-empty ``name``. Wording
+as Gemini's, naming ``CreateInteractionRequest`` where Gemini names ``GenerateContentRequest``.
 """
 
 from __future__ import annotations

@@ -30,15 +30,16 @@ block's signature is the one carried. A signature with no tool call after it
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, ratelimit, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
 from .stream_decode import ChatStreamDecoder
 from .stream_encode import ChatStreamEncoder
@@ -49,6 +50,18 @@ class OpenAIChatCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
+    identity = Identity("openai", "chat", "openai")
+    routes = caller.ROUTES
+
+    def __init__(self) -> None:
+        self.rate_limit_headers: RateLimitHeaders | None = ratelimit.headers
+        self.models: ModelListing | None = caller.MODELS
+        self.counting: TokenCounting | None = None
+        self.own_api: OwnAPI | None = OwnAPI("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", ("gpt-*", "o1*", "o3*", "o4*"))
+        self.stored: StoredObjects | None = None
+
+    def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
+        return caller.recognises(path, header_names, query_keys)
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """The provider's own API: a bearer token."""

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
+from gateway.dialects.openai_chat.ratelimit import REFUSAL_CODES
 from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
-from gateway.dialects.openai_chat.ratelimit import REFUSAL_CODES
 
 DIALECT = "openai-chat"
 

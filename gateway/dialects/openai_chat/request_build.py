@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
-from gateway.dialects.common import openai_user, log
+from gateway.dialects.common import log, openai_user
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from gateway.thinking import level_of
 

@@ -29,6 +29,7 @@ from gateway.dialects.common import (
 )
 from gateway.errors import invalid
 from gateway.ir import (
+    TOOL_MODES,
     ChatRequest,
     FilePart,
     ImagePart,
@@ -241,7 +242,7 @@ def _tools(req: ChatRequest, body: dict[str, Any]) -> None:
     if isinstance(choice, str):
         if choice not in ("auto", "none", "required"):
             raise invalid(f"tool_choice: expected 'auto', 'none', 'required' or an object, got {choice!r}", param="tool_choice")
-        req.tool_choice = ToolChoice(choice)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(TOOL_MODES[choice])
         return
     choice = expect_dict(choice, "tool_choice")
     ctype = get_str(choice, "type", "tool_choice.type", required=True)
@@ -257,7 +258,7 @@ def _tools(req: ChatRequest, body: dict[str, Any]) -> None:
         for k, t in enumerate(get_list(allowed, "tools", "tool_choice.allowed_tools.tools", required=True)):
             fn = get_dict(expect_dict(t, f"tool_choice.allowed_tools.tools[{k}]"), "function", f"tool_choice.allowed_tools.tools[{k}].function", required=True) or {}
             names.append(get_str(fn, "name", f"tool_choice.allowed_tools.tools[{k}].function.name", required=True) or "")
-        req.tool_choice = ToolChoice(mode, allowed=names)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(TOOL_MODES[mode], allowed=names)
     else:
         raise invalid(f"tool_choice.type: unsupported {ctype!r}", param="tool_choice.type")
 

@@ -112,30 +112,29 @@ class ChatStreamEncoder:
     def encode(self, event: Event) -> bytes:
         if self._finished:
             return b""
-        kind = type(event)
-        if not self._started and kind is not MessageStart and kind is not StreamError:
+        if not self._started and type(event) is not MessageStart and type(event) is not StreamError:
             return self._start() + self.encode(event)
-        if kind is TextDelta:
-            return self._chunk(b'{"content":' + orjson.dumps(event.text) + b"}") if event.text else b""  # type: ignore[union-attr]
-        if kind is ToolArgsDelta:
-            return self._args(event)  # type: ignore[arg-type]
-        if kind is ThinkingDelta:
-            return self._chunk(b'{"reasoning_content":' + orjson.dumps(event.text) + b"}") if event.text else b""  # type: ignore[union-attr]
-        if kind is BlockStart:
-            return self._block_start(event)  # type: ignore[arg-type]
-        if kind is BlockStop:
-            return self._block_stop(event)  # type: ignore[arg-type]
-        if kind is SignatureDelta:
-            return self._signature_delta(event)  # type: ignore[arg-type]
-        if kind is Usage:
-            self._usage = event  # type: ignore[assignment]
+        if type(event) is TextDelta:
+            return self._chunk(b'{"content":' + orjson.dumps(event.text) + b"}") if event.text else b""
+        if type(event) is ToolArgsDelta:
+            return self._args(event)
+        if type(event) is ThinkingDelta:
+            return self._chunk(b'{"reasoning_content":' + orjson.dumps(event.text) + b"}") if event.text else b""
+        if type(event) is BlockStart:
+            return self._block_start(event)
+        if type(event) is BlockStop:
+            return self._block_stop(event)
+        if type(event) is SignatureDelta:
+            return self._signature_delta(event)
+        if type(event) is Usage:
+            self._usage = event
             return b""
-        if kind is MessageStart:
-            return b"" if self._started else self._start(event.id)  # type: ignore[union-attr]
-        if kind is End:
-            return self._end(event)  # type: ignore[arg-type]
-        if kind is StreamError:
-            return self._error(event)  # type: ignore[arg-type]
+        if type(event) is MessageStart:
+            return b"" if self._started else self._start(event.id)
+        if type(event) is End:
+            return self._end(event)
+        if type(event) is StreamError:
+            return self._error(event)
         return b""
 
     def keepalive(self) -> bytes:

@@ -6,16 +6,19 @@ are refused with a 400; reasoning round-trips through ``encrypted_content`` inst
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, RequestMeta, UpstreamCall
+from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.openai_chat import ratelimit as openai_ratelimit
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
 
-from . import errors, fields, request_build, request_parse, whole
+from . import caller, errors, fields, request_build, request_parse, whole
 from .fast_path import RULES as FAST_PATH
+from .stored import STORED
 from .stream_decode import ResponsesStreamDecoder
 from .stream_encode import ResponsesStreamEncoder
 
@@ -27,6 +30,18 @@ class ResponsesCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
+    identity = Identity("openai", "chat", "openai")
+    routes = caller.ROUTES
+
+    def __init__(self) -> None:
+        self.rate_limit_headers: RateLimitHeaders | None = openai_ratelimit.headers
+        self.models: ModelListing | None = None
+        self.counting: TokenCounting | None = caller.COUNTING
+        self.own_api: OwnAPI | None = None
+        self.stored: StoredObjects | None = STORED
+
+    def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
+        return caller.recognises(path, header_names, query_keys)
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """The provider's own API: a bearer token."""

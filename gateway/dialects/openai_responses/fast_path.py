@@ -28,7 +28,7 @@ class ResponsesTail:
         self._response: dict[str, Any] | None = None  # the response object of response.created
 
     def note(self, event: str | None, data: str) -> None:
-        if event == "response.created" or self._response is None and '"response.created"' in data[:40]:
+        if event == "response.created" or (self._response is None and '"response.created"' in data[:40]):
             try:
                 self._response = orjson.loads(data).get("response")
             except orjson.JSONDecodeError:

@@ -7,12 +7,11 @@ signatures and return on the next turn without a server-side response store.
 
 from __future__ import annotations
 
-from gateway.dialects.common import openai_user
-
 import logging
 from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
+from gateway.dialects.common import openai_user
 from gateway.ir import (
     ChatRequest,
     FilePart,
@@ -144,8 +143,9 @@ def _file(p: FilePart) -> dict[str, Any]:
 
 
 def _tool_output(part: ToolResultPart) -> str | list[dict[str, Any]]:
-    if all(isinstance(c, TextPart) for c in part.content):
-        return "".join(c.text for c in part.content)  # type: ignore[union-attr]
+    texts = [c.text for c in part.content if isinstance(c, TextPart)]
+    if len(texts) == len(part.content):  # text only: the output is a string
+        return "".join(texts)
     out: list[dict[str, Any]] = []
     for c in part.content:
         if isinstance(c, TextPart):
@@ -165,12 +165,6 @@ def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]])
             continue
         role = "developer" if msg.role == "system" else "user"
         content: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            if content:
-                items.append({"type": "message", "role": role, "content": list(content)})
-                content.clear()
-
         for part in msg.content:
             if isinstance(part, TextPart):
                 content.append({"type": "input_text", "text": part.text})
@@ -179,10 +173,17 @@ def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]])
             elif isinstance(part, FilePart):
                 content.append(_file(part))
             elif isinstance(part, ToolResultPart):
-                flush()
+                _flush_message(items, role, content)
                 items.append({"type": "function_call_output", "call_id": part.tool_call_id, "output": _tool_output(part)})
-        flush()
+        _flush_message(items, role, content)
     return items
+
+
+def _flush_message(items: list[dict[str, Any]], role: str, content: list[dict[str, Any]]) -> None:
+    """The caller's parts gathered so far as one message item (a tool result splits a turn)."""
+    if content:
+        items.append({"type": "message", "role": role, "content": list(content)})
+        content.clear()
 
 
 def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict[str, dict[str, str]]) -> None:

@@ -26,6 +26,7 @@ from gateway.dialects.common import (
 )
 from gateway.errors import invalid
 from gateway.ir import (
+    TOOL_MODES,
     ChatRequest,
     FilePart,
     ImagePart,
@@ -340,7 +341,7 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
     if isinstance(value, str):
         if value not in ("auto", "none", "required"):
             raise invalid(f"tool_choice: expected auto, none or required, got {value!r}", param="tool_choice")
-        req.tool_choice = ToolChoice(value)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(TOOL_MODES[value])
         return
     choice = expect_dict(value, "tool_choice")
     kind = get_str(choice, "type", "tool_choice.type")
@@ -357,7 +358,7 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
             t = expect_dict(t, f"tool_choice.tools[{j}]")
             if t.get("type") == "function" and isinstance(t.get("name"), str):
                 names.append(t["name"])
-        req.tool_choice = ToolChoice(mode, allowed=names)  # type: ignore[arg-type]
+        req.tool_choice = ToolChoice(TOOL_MODES[mode], allowed=names)
     elif isinstance(kind, str):
         warn_unknown(DIALECT, f"hosted tool_choice {kind!r}")
         extras["tool_choice_hosted"] = choice

@@ -96,31 +96,30 @@ class ResponsesStreamEncoder:
     def encode(self, event: Event) -> bytes:
         if self._done:
             return b""
-        t = type(event)
-        if t is TextDelta or t is ThinkingDelta:
-            return self._delta(event.index, event.text)  # type: ignore[union-attr]
-        if t is ToolArgsDelta:
-            return self._delta(event.index, event.fragment)  # type: ignore[union-attr]
-        out = b"" if self._started or t is MessageStart else self._start()
-        if t is MessageStart:
+        if type(event) is TextDelta or type(event) is ThinkingDelta:
+            return self._delta(event.index, event.text)
+        if type(event) is ToolArgsDelta:
+            return self._delta(event.index, event.fragment)
+        out = b"" if self._started or type(event) is MessageStart else self._start()
+        if type(event) is MessageStart:
             return self._start()
-        if t is BlockStart:
-            return out + self._block_start(event)  # type: ignore[arg-type]
-        if t is BlockStop:
-            block = self._blocks.get(event.index)  # type: ignore[union-attr]
+        if type(event) is BlockStart:
+            return out + self._block_start(event)
+        if type(event) is BlockStop:
+            block = self._blocks.get(event.index)
             return out + (self._block_stop(block) if block is not None else b"")
-        if t is SignatureDelta:
-            block = self._blocks.get(event.index)  # type: ignore[union-attr]
+        if type(event) is SignatureDelta:
+            block = self._blocks.get(event.index)
             if block is not None:
-                block.signature = (block.signature or "") + event.signature  # type: ignore[union-attr]
+                block.signature = (block.signature or "") + event.signature
             return out
-        if t is Usage:
-            self._usage = event  # type: ignore[assignment]
+        if type(event) is Usage:
+            self._usage = event
             return out
-        if t is End:
-            return out + self._end(event)  # type: ignore[arg-type]
-        if t is StreamError:
-            return out + self._error(event)  # type: ignore[arg-type]
+        if type(event) is End:
+            return out + self._end(event)
+        if type(event) is StreamError:
+            return out + self._error(event)
         return out
 
     # ------------------------------------------------------------------ frames

@@ -175,8 +175,9 @@ def test_priced_and_named_as_bedrock_without_a_bedrock_host() -> None:
     pytest.importorskip("genai_prices")
     from gateway.prices import PriceBook
     from gateway.settings import ProviderSettings
-    from gateway.telemetry import DIALECT_PROVIDER
+    from gateway.telemetry import provider_attributes
+    from gateway.upstream import Provider
 
     provider = ProviderSettings(name="bedrock", dialect="bedrock-converse", base_url="http://127.0.0.1:9")
     assert PriceBook({}).lookup(provider, "meta.llama3-3-70b-instruct-v1:0") is not None
-    assert DIALECT_PROVIDER["bedrock-converse"] == "aws.bedrock"
+    assert provider_attributes(Provider(provider))["gen_ai.provider.name"] == "aws.bedrock"
