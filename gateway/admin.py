@@ -99,7 +99,9 @@ class Admin:
 
     @property
     def store(self) -> Any:
-        return self.state.stateful.store
+        stateful = self.state.stateful
+        assert stateful is not None  # the handlers answer 503 before this while the store is not open
+        return stateful.store
 
     async def _body(self, request: Request) -> dict[str, Any]:
         try:
