@@ -83,7 +83,7 @@ async def _count(state: GatewayState, dialect: str, scope: Scope, receive: Recei
     if spec is not None and not spec.allows(req.model):
         raise GatewayError("permission", f"key {spec.name!r} may not call model {req.model!r}", 403, param="model")
     if req.previous_id and state.stateful is not None:  # count the stored history too
-        await state.stateful.prepare(req, dialect)
+        await state.stateful.prepare(req, dialect, spec)  # only the caller key's own turns
     counted = await _upstream_count(state, req)
     return (counted, False) if counted is not None else (estimate_tokens(req), True)
 

@@ -138,3 +138,4 @@ class ChatRequest:
     dialect: str = ""  # the caller's dialect
     session: str | None = None  # the caller's x-session-id header (affinity.py: which conversation this is)
     headers: dict[str, str] = field(default_factory=dict)  # provider headers worth forwarding (anthropic-beta …)
+    key_name: str | None = None  # the named caller key (None: the shared key); what it stores is that key's (stateful.py)

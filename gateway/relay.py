@@ -107,7 +107,7 @@ class Relay:
                     await state.limiter.admit(spec, req, resolved, record, dialect, extra_headers)
                 stateful = state.stateful
                 if stateful is not None and stateful.handles(dialect):
-                    turn = await stateful.prepare(req, dialect)
+                    turn = await stateful.prepare(req, dialect, spec)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
                         shared = SharedRecord(state.observer, record, state.console)

@@ -380,6 +380,6 @@ def validate_references(settings: Settings) -> None:
     for key in settings.keys:
         if bool(key.key_env) == bool(key.key_sha256):
             raise ValueError(f"key {key.name!r} needs exactly one of key_env or key_sha256")
-    for provider in settings.providers:
-        if provider.platform is None and not provider.base_url:
-            raise ValueError(f"provider {provider.name!r} needs a base_url")
+    for p in settings.providers:
+        if p.platform is None and not p.base_url:
+            raise ValueError(f"provider {p.name!r} needs a base_url")

@@ -6,7 +6,7 @@ detach, what the stored object lists) is the policy's, in the dialect's package.
 come through the normal relay, which asks this module three things (see ``Relay.serve``):
 
 * ``prepare``: rebuild the history of ``previous_interaction_id`` / ``previous_response_id`` from
-  the store (404 in the caller's dialect when unknown or expired);
+  the store (the provider's own not-found answer when unknown, expired or another key's);
 * ``detaches`` (the policy's): a stored interaction (``store`` defaults to true) or a Responses
   request with ``background: true`` runs as a task that outlives the caller's connection, appending every
   encoded frame to the store's event log; the caller's stream is a ``follow`` of that log, so a
@@ -23,6 +23,17 @@ bounded by ``store.max_detached_seconds``. Every way it can be stopped (cancel, 
 shutdown) is a ``Run.request_stop``: the stop's error is its last event, so every open stream of
 it ends in the dialect's terms (a cancel as status ``cancelled``). Its events also feed the access
 record of the request that started it (``Meter``), finished once when both are done.
+
+Stored objects are the caller key's own. Each records the *name* of the named key that created it
+(``key_name`` in its JSON; absent for the shared key: open access or the plain ``[auth]`` list),
+and every access by id — ``GET``, ``DELETE``, cancel, ``input_items``, resume, and chaining with
+``previous_*`` — is served only to the same name (``owns``). Another key gets exactly the answer
+for an id that does not exist (the policy's ``not_found`` / ``previous_not_found``), so nothing
+tells it the id exists, and nothing is sent upstream. The name is the identity: a key rotated
+(re-created under the same name) keeps its objects. A record written before owners were kept has
+no ``key_name`` and so is the shared key's: still readable where no named keys are used (as
+before), never by a named key — we cannot tell whose it was, and any key seeing it is the leak
+this closes. An ``[admin]`` key is not a caller key and reads no stored object.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.history import messages_from_json, messages_to_json, reply_message
 from gateway.ir import ChatRequest, Message
+from gateway.keys import KeySpec
 from gateway.reply import Reply, ReplyBuilder
 from gateway.source import EventSource
 from gateway.store import OwnerGone, Store
@@ -113,6 +125,23 @@ def new_stored_id(dialect: str) -> str:
     return policy(dialect).new_id()
 
 
+KEY_FIELD = "key_name"  # where a stored record keeps the name of the key that created it
+
+
+def owns(stored: dict[str, Any], key_name: str | None) -> bool:
+    """Whether the caller key ``key_name`` (None: the shared key) may see this stored record. A
+    record without the field (the shared key's, or written before owners were kept) is the shared
+    key's: a named key never sees it."""
+    return stored.get(KEY_FIELD) == key_name
+
+
+def stamped(record: dict[str, Any], key_name: str | None) -> dict[str, Any]:
+    """``record`` marked as ``key_name``'s (the shared key's are left unmarked, as before)."""
+    if key_name is not None:
+        record[KEY_FIELD] = key_name
+    return record
+
+
 class Stateful:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
@@ -131,14 +160,16 @@ class Stateful:
     def handles(dialect: str) -> bool:
         return codec_for(dialect).stored is not None
 
-    async def prepare(self, req: ChatRequest, dialect: str) -> list[Message]:
-        """Prepend the stored history of ``previous_id``; returns this turn's own messages."""
+    async def prepare(self, req: ChatRequest, dialect: str, caller: KeySpec | None) -> list[Message]:
+        """Prepend the stored history of ``previous_id``; returns this turn's own messages.
+        ``caller`` (the authenticated key; None for the shared key) becomes ``req.key_name``: only
+        its own stored turns can be continued, and what this request stores is its own."""
+        req.key_name = caller.name if caller is not None else None
         turn = list(req.messages)
         if req.previous_id:
             stored = await self.store.get(policy(dialect).kind, req.previous_id)
-            if stored is None or "history" not in stored:
-                param = policy(dialect).previous_param
-                raise GatewayError("not_found", f"{param} {req.previous_id!r} is unknown or expired", 404, param=param)
+            if stored is None or "history" not in stored or not owns(stored, req.key_name):
+                raise policy(dialect).previous_not_found(req.previous_id)
             req.messages = messages_from_json(stored["history"]) + req.messages
             if not req.system and stored.get("system"):
                 from gateway.ir import TextPart
@@ -163,7 +194,7 @@ class Stateful:
         history = req.messages + [reply_message(reply, ctx.upstream_dialect)]
         stored: dict[str, Any] = {"object": obj, "history": messages_to_json(history), "system": [p.text for p in req.system]}
         stored.update(self._inputs(dialect, codec, req, turn, ctx.response_id or ""))
-        return stored
+        return stamped(stored, req.key_name)
 
     @staticmethod
     def _inputs(dialect: str, codec: Codec, req: ChatRequest, turn: list[Message], sid: str) -> dict[str, list[Any]]:
@@ -192,7 +223,7 @@ class Stateful:
         placeholder = codec.encode_whole(Reply(id=sid, model=req.model, end=End("stop")), ctx)
         placeholder["status"] = "in_progress"
         inputs = self._inputs(dialect, codec, req, turn, sid)
-        await self.store.put(policy(dialect).kind, sid, {"object": placeholder, **inputs})
+        await self.store.put(policy(dialect).kind, sid, stamped({"object": placeholder, **inputs}, req.key_name))
         run = Run()
         if meter is not None:
             meter.hold()  # from here on the generation holds the record too
@@ -407,21 +438,41 @@ class Stateful:
         return GatewayError("bad_gateway", message or "the generation failed", 502)
 
     async def stored_object(self, dialect: str, sid: str, *, timeline: bool = False) -> dict[str, Any] | None:
+        """The stored object of ``sid``, unchecked: for the request that created it. A caller
+        naming an id goes through ``owned_object``."""
         stored = await self.store.get(policy(dialect).kind, sid)
         if stored is None:
             return None
         obj = dict(stored["object"])
         return policy(dialect).timeline(obj, stored) if timeline else obj
 
-    async def input_items(self, dialect: str, sid: str) -> dict[str, Any] | None:
-        """A stored turn's input, listed as ``GET …/{id}/input_items`` answers (newest first)."""
+    async def owned(self, dialect: str, sid: str, key_name: str | None) -> dict[str, Any] | None:
+        """The stored record of ``sid`` if it exists and is ``key_name``'s; None otherwise (the
+        caller cannot tell which: it gets the not-found answer either way)."""
         stored = await self.store.get(policy(dialect).kind, sid)
+        if stored is None or not owns(stored, key_name):
+            return None
+        return stored
+
+    async def owned_object(self, dialect: str, sid: str, key_name: str | None, *, timeline: bool = False) -> dict[str, Any] | None:
+        """What ``GET …/{id}`` answers ``key_name``: its own stored object, or None."""
+        stored = await self.owned(dialect, sid, key_name)
+        if stored is None:
+            return None
+        obj = dict(stored["object"])
+        return policy(dialect).timeline(obj, stored) if timeline else obj
+
+    async def input_items(self, dialect: str, sid: str, key_name: str | None) -> dict[str, Any] | None:
+        """A stored turn's input, listed as ``GET …/{id}/input_items`` answers (newest first)."""
+        stored = await self.owned(dialect, sid, key_name)
         if stored is None:
             return None
         data = list(reversed(stored.get("input_items") or []))  # the API lists newest first by default
         return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None, "has_more": False}
 
-    async def cancel(self, dialect: str, sid: str) -> dict[str, Any] | None:
+    async def cancel(self, dialect: str, sid: str, key_name: str | None) -> dict[str, Any] | None:
+        if await self.owned(dialect, sid, key_name) is None:
+            return None  # another key's generation goes on untouched
         status = await self.store.log_status(sid)
         if status is not None and not status.finished:
             await self.store.request_cancel(sid)  # the owner, on whichever replica, hears it within a heartbeat
@@ -429,9 +480,11 @@ class Stateful:
             if run is not None:
                 run.request_stop(cancelled_on_request())  # ours: no need to wait for the heartbeat
             await self.wait(sid, 5.0)
-        return await self.stored_object(dialect, sid)
+        return await self.owned_object(dialect, sid, key_name)
 
-    async def delete(self, dialect: str, sid: str) -> bool:
+    async def delete(self, dialect: str, sid: str, key_name: str | None) -> bool:
+        if await self.owned(dialect, sid, key_name) is None:
+            return False  # unknown, expired or another key's: nothing stopped, nothing removed
         run, task = self.runs.get(sid), self.tasks.get(sid)
         if run is not None and task is not None:
             await self.store.request_cancel(sid)

@@ -7,6 +7,10 @@
   background response's stream after sequence number ``N``.
 * ``POST …/{id}/cancel`` stops a running generation; ``DELETE …/{id}`` removes it and its events.
 
+A stored object is its caller key's own (see gateway/stateful.py): for an id that is another
+key's, every operation here answers exactly as for an id that does not exist (the dialect's
+``not_found``), touches nothing, and sends nothing upstream.
+
 Each answer carries the request's ``x-request-id`` (a resumed stream in its response headers,
 before its first event) and each request has its access-log line; a resume or a replay carries no
 usage of its own: the generation's usage belongs to the request that started it.
@@ -45,7 +49,7 @@ class StoredEndpoint:
             spec = self.state.auth.authenticate(scope, query)
             if spec is not None:
                 record.key = spec.name
-            await self._handle(scope, receive, send, query, headers, record)
+            await self._handle(scope, receive, send, query, headers, record, spec.name if spec is not None else None)
         except GatewayError as err:
             status, body = codec.render_error(err)
             record.status, record.error_kind = status, err.kind
@@ -54,7 +58,10 @@ class StoredEndpoint:
         finally:
             self.state.observer.finish(record)
 
-    async def _handle(self, scope: Scope, receive: Receive, send: Send, query: dict[str, str], headers: list[tuple[bytes, bytes]], record: AccessRecord) -> None:
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, query: dict[str, str], headers: list[tuple[bytes, bytes]], record: AccessRecord, key_name: str | None
+    ) -> None:
+        """``key_name``: the caller's named key (None: the shared key); it sees its own objects only."""
         stateful = self.state.stateful
         if stateful is None:
             raise GatewayError("overloaded", "the store is not open yet", 503)
@@ -66,35 +73,35 @@ class StoredEndpoint:
         if action is not None and (action, method) not in (("cancel", "POST"), ("input_items", "GET")):
             raise GatewayError("not_found", f"no such operation: {method} …/{noun}s/{{id}}/{action}", 404)
         if method == "DELETE":
-            if not await stateful.delete(self.dialect, sid):
-                raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
+            if not await stateful.delete(self.dialect, sid, key_name):
+                raise stored_policy.not_found(sid)
             body = {} if stored_policy.delete_answer_is_empty else {"id": sid, "object": noun, "deleted": True}
             await send_json(send, 200, body, headers)
             return
         if method == "GET" and action == "input_items" and stored_policy.can_list_inputs():
-            listing = await stateful.input_items(self.dialect, sid)
+            listing = await stateful.input_items(self.dialect, sid, key_name)
             if listing is None:
-                raise GatewayError("not_found", f"{noun} {sid!r} not found or expired", 404)
+                raise stored_policy.not_found(sid)
             if query.get("order") == "asc":
                 listing["data"].reverse()
                 listing["first_id"], listing["last_id"] = listing["last_id"], listing["first_id"]
             await send_json(send, 200, listing, headers)
             return
         if method == "POST" and action == "cancel":
-            stored = await stateful.stored_object(self.dialect, sid)
+            stored = await stateful.owned_object(self.dialect, sid, key_name)
             if stored is None:
-                raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
+                raise stored_policy.not_found(sid)
             refused = stored_policy.cancel_problem(stored)
             if refused is not None:
                 raise refused
-            obj = await stateful.cancel(self.dialect, sid)
+            obj = await stateful.cancel(self.dialect, sid, key_name)
             if obj is None:
-                raise GatewayError("not_found", f"{noun} {sid!r} not found", 404)
+                raise stored_policy.not_found(sid)
             await send_json(send, 200, obj, headers)
             return
-        obj = await stateful.stored_object(self.dialect, sid, timeline=True)
-        if obj is None:
-            raise GatewayError("not_found", f"{noun} {sid!r} not found or expired", 404)
+        obj = await stateful.owned_object(self.dialect, sid, key_name, timeline=True)
+        if obj is None:  # also another key's: the resume below is never reached for it
+            raise stored_policy.not_found(sid)
         if query.get("stream", "").lower() != "true":
             await send_json(send, 200, obj, headers)
             return

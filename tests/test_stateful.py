@@ -126,13 +126,14 @@ def test_previous_interaction_id_rebuilds_history_for_any_upstream(sqlite_gatewa
     assert fake.last("gemini").body["systemInstruction"]["parts"][0]["text"] == "Be brief."
 
 
-def test_unknown_previous_ids_are_404_in_dialect(sqlite_gateway: Any) -> None:
+def test_unknown_previous_ids_are_refused_in_dialect(sqlite_gateway: Any) -> None:
     server, _ = sqlite_gateway
     with pytest.raises(Exception) as info:
         interactions(server.url).interactions.create(model="anthropic--text", input="x", previous_interaction_id="v1_nope")
     assert getattr(info.value, "status_code", None) == 404
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.BadRequestError) as refused:  # OpenAI's own answer: a 400, not a 404
         openai_client(server.url).responses.create(model="anthropic--text", input="x", previous_response_id="resp_nope")
+    assert refused.value.code == "previous_response_not_found" and refused.value.param == "previous_response_id"
 
 
 def test_cancel_and_delete(sqlite_gateway: Any) -> None:

@@ -338,6 +338,15 @@ class StoredObjects(Protocol):
         """Why a cancel of this stored object is refused, or None."""
         ...
 
+    def not_found(self, sid: str) -> GatewayError:
+        """The provider's answer to ``GET``/``DELETE``/cancel/… of an id it does not have; also
+        what another caller key gets for an id that is not its own, so existence is not revealed."""
+        ...
+
+    def previous_not_found(self, sid: str) -> GatewayError:
+        """The provider's answer to a new turn naming an unknown ``previous_param`` (or another key's)."""
+        ...
+
 
 @runtime_checkable
 class Resumable(Protocol):

@@ -14,7 +14,6 @@ from gateway.events import (
     BlockStop,
     End,
     MessageStart,
-    SignatureDelta,
     StreamError,
     TextDelta,
     ThinkingDelta,
@@ -23,6 +22,7 @@ from gateway.events import (
 )
 from gateway.reply import fold
 from gateway.sse import SSEDecoder, SSEFrame
+from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT.parent / "shared" / "captures-public" / "anthropic"
@@ -42,27 +42,6 @@ def decode_bytes(data: bytes, chunk: int | None = None) -> tuple[list, bool]:
     return events, clean
 
 
-def check_contract(events: list) -> None:
-    assert isinstance(events[0], MessageStart)
-    assert sum(isinstance(e, MessageStart) for e in events) == 1
-    assert isinstance(events[-1], (End, StreamError))
-    assert sum(isinstance(e, (End, StreamError)) for e in events) == 1
-    started: set[int] = set()
-    stopped: set[int] = set()
-    for e in events:
-        if isinstance(e, BlockStart):
-            assert e.index not in started
-            started.add(e.index)
-        elif isinstance(e, (TextDelta, ToolArgsDelta, ThinkingDelta, SignatureDelta)):
-            assert e.index in started and e.index not in stopped
-        elif isinstance(e, BlockStop):
-            assert e.index in started
-            stopped.add(e.index)
-    if isinstance(events[-1], End):
-        assert started == stopped
-        assert sorted(started) == list(range(len(started)))  # renumbered contiguous
-        usage = [i for i, e in enumerate(events) if isinstance(e, Usage)]
-        assert usage and usage[-1] < len(events) - 1
 
 
 public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
@@ -72,7 +51,7 @@ public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
 @pytest.mark.parametrize("path", public_files, ids=lambda p: p.stem)
 def test_public_capture_decodes(path: Path) -> None:
     events, _ = decode_bytes(path.read_bytes())
-    check_contract(events)
+    check_events(events, usage=True)
     events_split, _ = decode_bytes(path.read_bytes(), chunk=7)
     assert events_split[1:] == events[1:]  # byte-split anywhere: same events (ids of synthesized starts aside)
 
@@ -163,7 +142,7 @@ ANSWERS = {
 def test_authored_capture(scenario: str) -> None:
     events, clean = decode_bytes((OURS / f"{scenario}.sse").read_bytes())
     assert clean
-    check_contract(events)
+    check_events(events, usage=True)
     want = ANSWERS[scenario]
     reply = fold(events)
     assert reply.text == want["text"]

@@ -29,6 +29,7 @@ from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold, unfold
 from gateway.signatures import pack
 from gateway.sse import SSEDecoder, SSEFrame
+from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "gemini"
@@ -52,20 +53,6 @@ def decode_file(path: Path, split: int | None = None):
     return decode_bytes(path.read_bytes(), split)
 
 
-def check_order(events):
-    assert isinstance(events[0], MessageStart)
-    assert sum(isinstance(e, MessageStart) for e in events) == 1
-    assert isinstance(events[-1], (End, StreamError))
-    assert sum(isinstance(e, (End, StreamError)) for e in events) == 1
-    open_blocks = set()
-    for e in events:
-        if isinstance(e, BlockStart):
-            assert e.index not in open_blocks
-            open_blocks.add(e.index)
-        elif isinstance(e, (TextDelta, ThinkingDelta, ToolArgsDelta, SignatureDelta)):
-            assert e.index in open_blocks
-        elif isinstance(e, BlockStop):
-            open_blocks.discard(e.index)
 
 
 # -- captures-public (real recordings) ---------------------------------------------------------
@@ -77,7 +64,7 @@ public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
 @pytest.mark.parametrize("path", public_files, ids=lambda p: p.name)
 def test_public_capture_decodes(path):
     events = decode_file(path)
-    check_order(events)
+    check_events(events)
     assert isinstance(events[-1], End)
     again = decode_file(path, split=7)  # byte-split anywhere: same events (generated ids aside)
     assert [type(e) for e in again] == [type(e) for e in events]
@@ -216,7 +203,7 @@ def test_prompt_tokens_go_out_with_the_first_chunk():
 
 def test_capture_error_mid_stream():
     events = decode_file(CAPTURES / "error_mid_stream.sse")
-    check_order(events)
+    check_events(events)
     err = events[-1]
     assert isinstance(err, StreamError)
     assert (err.kind, err.status, err.raw, err.message) == ("overloaded", 503, "UNAVAILABLE", "The model is overloaded.")
@@ -226,7 +213,7 @@ def test_capture_error_mid_stream():
 @pytest.mark.parametrize("name", ["cut_mid_event.sse", "no_terminator.sse"])
 def test_capture_truncations(name):
     events = decode_file(CAPTURES / name)
-    check_order(events)
+    check_events(events)
     assert isinstance(events[-1], StreamError) and events[-1].kind == "truncated"
 
 

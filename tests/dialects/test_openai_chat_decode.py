@@ -12,6 +12,7 @@ from gateway.errors import GatewayError
 from gateway.events import BlockStart, BlockStop, End, MessageStart, StreamError, TextDelta, ToolArgsDelta, Usage
 from gateway.reply import fold
 from gateway.sse import SSEDecoder, SSEFrame
+from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "openai-chat"
@@ -37,26 +38,6 @@ def decode_file(path: Path, split: int | None = None):
     return decode_bytes(path.read_bytes(), split)
 
 
-def check_order(events):
-    """The ordering contract of events.py."""
-    assert isinstance(events[0], MessageStart)
-    assert sum(isinstance(e, MessageStart) for e in events) == 1
-    assert isinstance(events[-1], (End, StreamError))
-    assert sum(isinstance(e, (End, StreamError)) for e in events) == 1
-    open_, seen = set(), set()
-    for e in events:
-        if isinstance(e, BlockStart):
-            assert e.index not in seen
-            seen.add(e.index)
-            open_.add(e.index)
-        elif isinstance(e, BlockStop):
-            assert e.index in open_
-            open_.discard(e.index)
-        elif hasattr(e, "index"):
-            assert e.index in open_, e
-    if isinstance(events[-1], End):
-        assert not open_
-        assert sorted(seen) == list(range(len(seen)))
 
 
 public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
@@ -66,7 +47,7 @@ public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
 @pytest.mark.parametrize("path", public_files, ids=lambda p: p.stem)
 def test_public_capture_decodes(path: Path) -> None:
     events = decode_file(path)
-    check_order(events)
+    check_events(events)
     assert isinstance(events[-1], End)
     # splitting the bytes anywhere gives the same events
     assert decode_file(path, split=7) == events
@@ -144,7 +125,7 @@ def _mine(name: str):
 
 def test_capture_text() -> None:
     events = _mine("text")
-    check_order(events)
+    check_events(events)
     assert sum(isinstance(e, TextDelta) for e in events) >= 3
     reply = fold(events)
     assert reply.text == "Hello from the gateway. 你好 — ok!"
@@ -154,7 +135,7 @@ def test_capture_text() -> None:
 
 def test_capture_tool_call() -> None:
     events = _mine("tool_call")
-    check_order(events)
+    check_events(events)
     assert sum(isinstance(e, ToolArgsDelta) for e in events) >= 3
     reply = fold(events)
     assert [b.kind for b in reply.blocks] == ["text", "tool_call"]
@@ -192,7 +173,7 @@ def test_capture_tool_result_thinking_max_long() -> None:
 
 def test_capture_error_mid_stream() -> None:
     events = _mine("error_mid_stream")
-    check_order(events)
+    check_events(events)
     err = events[-1]
     assert isinstance(err, StreamError)
     assert err.kind == "api_error" and err.raw == "server_error" and err.status == 500
@@ -233,7 +214,7 @@ def test_reasoning_alias_and_missing_tool_index() -> None:
         "[DONE]",
     ]:
         events += dec.feed(SSEFrame(data))
-    check_order(events)
+    check_events(events)
     reply = fold(events)
     assert [(b.kind, b.id, b.text) for b in reply.blocks] == [("thinking", None, "hmm"), ("tool_call", "a", "{}"), ("tool_call", "b", '{"x":1}')]
 
@@ -261,7 +242,7 @@ def test_decode_whole() -> None:
         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12, "prompt_tokens_details": {"cached_tokens": 2}},
     }
     events = CODEC.decode_whole(body)
-    check_order(events)
+    check_events(events)
     reply = fold(events)
     assert [b.kind for b in reply.blocks] == ["thinking", "text", "tool_call"]
     assert reply.end.reason == "tool_use" and reply.usage.cache_read == 2 and reply.usage.reasoning is None
@@ -301,7 +282,7 @@ def test_usage_on_content_chunks_states_the_prompt_early():
         )
     ) + b"data: [DONE]\n\n"
     events = decode_bytes(body)
-    check_order(events)
+    check_events(events)
     usages = [(i, e) for i, e in enumerate(events) if isinstance(e, Usage)]
     assert [u for _, u in usages] == [Usage(input=9), Usage(input=9, output=2)]
     assert usages[0][0] < next(i for i, e in enumerate(events) if isinstance(e, BlockStart))

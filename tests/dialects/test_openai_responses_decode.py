@@ -8,9 +8,10 @@ import orjson
 import pytest
 
 from gateway.dialects.openai_responses import CODEC
-from gateway.events import BlockStart, End, MessageStart, SignatureDelta, StreamError, ThinkingDelta, Usage
+from gateway.events import End, MessageStart, SignatureDelta, StreamError, ThinkingDelta, Usage
 from gateway.reply import fold
 from gateway.sse import SSEDecoder
+from tests.support.event_contract import check_events
 
 REPO = Path(__file__).resolve().parents[2]
 OWN = REPO / "captures" / "openai-responses"
@@ -29,26 +30,6 @@ def decode_bytes(data: bytes, chunk: int = 0) -> tuple[list, bool]:
     return events, clean
 
 
-def check_contract(events: list) -> None:
-    assert isinstance(events[0], MessageStart)
-    assert sum(isinstance(e, MessageStart) for e in events) == 1
-    terminals = [e for e in events if isinstance(e, (End, StreamError))]
-    assert len(terminals) == 1 and events[-1] is terminals[0]
-    started: set[int] = set()
-    stopped: set[int] = set()
-    for e in events:
-        if isinstance(e, BlockStart):
-            assert e.index not in started
-            started.add(e.index)
-        elif hasattr(e, "index"):
-            assert e.index in started, e
-            if type(e).__name__ == "BlockStop":
-                stopped.add(e.index)
-            else:
-                assert e.index not in stopped, e
-    if isinstance(events[-1], End):
-        assert started == stopped
-        assert started == set(range(len(started)))
 
 
 PUBLIC_FILES = sorted(PUBLIC.glob("*.sse")) if PUBLIC.exists() else []
@@ -60,7 +41,7 @@ def test_public_capture_decodes(path: Path) -> None:
     data = path.read_bytes()
     events, clean = decode_bytes(data)
     assert clean
-    check_contract(events)
+    check_events(events)
     # splitting the body anywhere gives the same events
     assert decode_bytes(data, chunk=7)[0][1:] == events[1:]
 
@@ -117,7 +98,7 @@ def usage_of(events: list) -> tuple:
 
 def test_own_text() -> None:
     events = own("text")
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert r.text == TEXT and len([e for e in events if type(e).__name__ == "TextDelta"]) >= 3
     assert r.end == End("stop", "completed") and usage_of(events) == (30, 10, 12, 0)
@@ -125,7 +106,7 @@ def test_own_text() -> None:
 
 def test_own_tool_call() -> None:
     events = own("tool_call")
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert [b.kind for b in r.blocks] == ["text", "tool_call"] and r.blocks[0].text == "Let me check."
     call = r.blocks[1]
@@ -135,7 +116,7 @@ def test_own_tool_call() -> None:
 
 def test_own_parallel() -> None:
     events = own("parallel_tool_calls")
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert [(b.id, b.name, orjson.loads(b.text)) for b in r.blocks] == [
         ("call_p1", "get_weather", {"city": "Paris"}),
@@ -148,13 +129,13 @@ def test_own_tool_result_turn_and_long() -> None:
     r = fold(own("tool_result_turn"))
     assert r.text == "It is 18°C in Paris." and r.end.reason == "stop"
     events = own("long_500")
-    check_contract(events)
+    check_events(events)
     assert fold(events).text == "".join(f"w{i} " for i in range(500)) and usage_of(events) == (30, 0, 500, 0)
 
 
 def test_own_thinking() -> None:
     events = own("thinking")
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert [b.kind for b in r.blocks] == ["thinking", "text"]
     assert r.blocks[0].text == "The user wants a greeting. I will say hi."
@@ -165,14 +146,14 @@ def test_own_thinking() -> None:
 
 def test_own_max_tokens() -> None:
     events = own("max_tokens")
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert r.text == "The answer is cut" and r.end == End("length", "max_output_tokens") and usage_of(events) == (30, 0, 16, 0)
 
 
 def test_own_error_mid_stream() -> None:
     events = own("error_mid_stream")
-    check_contract(events)
+    check_events(events)
     assert fold(events).text == "Partial"
     err = events[-1]
     assert isinstance(err, StreamError) and err.raw == "server_error" and err.kind == "api_error"
@@ -232,7 +213,7 @@ def test_decode_whole() -> None:
     raw = (OWN / "thinking.sse").read_text()
     final = orjson.loads([ln for ln in raw.splitlines() if '"response.completed"' in ln][0][6:])["response"]
     events = CODEC.decode_whole(final)
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert [b.kind for b in r.blocks] == ["thinking", "text"] and r.blocks[0].signature == "c2lnLWFiYzEyMw=="
     assert r.text == "Hi there!" and r.end.reason == "stop" and r.usage.reasoning == 25
@@ -268,7 +249,7 @@ def test_multi_summary_parts_refusal_and_reasoning_text() -> None:
         {"type": "response.output_item.done", "output_index": 2, "item": {"id": "msg_1", "type": "message", "content": []}},
         {"type": "response.completed", "response": {"id": "resp_3", "usage": {"input_tokens": 1, "output_tokens": 2}}},
     ])
-    check_contract(events)
+    check_events(events)
     r = fold(events)
     assert [(b.kind, b.text, b.signature) for b in r.blocks] == [
         ("thinking", "one\n\ntwo", "E"),

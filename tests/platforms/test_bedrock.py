@@ -3,8 +3,7 @@
 The upstream is the loopback Bedrock double (tests/support/bedrock_double.py), which verifies the
 SigV4 signature with botocore from its own copy of the credentials and answers with eventstream
 frames. The gateway finds its credentials through botocore's chain, from the environment only
-(``AWS_CONFIG_FILE`` / ``AWS_SHARED_CREDENTIALS_FILE`` point at empty files, the instance
-metadata service is off), so this machine's own AWS setup is never read.
+(``aws_env``, tests/platforms/conftest.py), so this machine's own AWS setup is never read.
 """
 
 from __future__ import annotations
@@ -43,24 +42,6 @@ def provider(name: str, url: str, **extra: Any) -> dict[str, Any]:
         "name": name, "dialect": "anthropic", "platform": "bedrock", "region": "us-east-1", "endpoint_url": url,
         "max_retries": 2, "retry_backoff": 0.01, "first_byte_timeout": 5.0, "idle_timeout": 3.0, "connect_timeout": 2.0, **extra,
     }
-
-
-@pytest.fixture(scope="module")
-def aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    empty = tmp_path_factory.mktemp("aws")
-    (empty / "config").write_text("")
-    (empty / "credentials").write_text("")
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
-            mp.delenv(name, raising=False)
-        mp.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-        mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-        mp.setenv("AWS_SESSION_TOKEN", SESSION_TOKEN)
-        mp.setenv("AWS_CONFIG_FILE", str(empty / "config"))
-        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty / "credentials"))
-        mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
-        mp.setenv("BEDROCK_TEST_API_KEY", API_KEY)
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ after the 200, before any content, once; then ``text``), ``exception_mid`` (half
 stream, then a ``modelStreamErrorException`` frame), ``bad_crc`` (a chunk with a broken CRC).
 ``error_mid_stream`` turns the capture's Anthropic ``error`` event into the exception frame
 Bedrock would send. Converse (``/converse``, ``/converse-stream``): ``converse_handler``
-(``converse_replay`` replays the bedrock-converse dialect's fixtures; 404 until set).
+(``ConverseReplay`` replays the bedrock-converse dialect's fixtures, streamed or folded into one
+JSON reply; 404 until set).
 """
 
 from __future__ import annotations
@@ -274,31 +275,103 @@ async def _json(send: Send, status: int, body: Any, error_type: str | None = Non
     await send({"type": "http.response.body", "body": orjson.dumps(body)})
 
 
-def converse_replay(fixtures: Path) -> Callable[[dict[str, Any], str, bool, Send], Awaitable[None]]:
-    """A ``converse_handler`` replaying the bedrock-converse dialect's fixtures
-    (``{"frames": [[event, payload], …]}``) as eventstream messages; an ``…Exception`` event is an
-    exception message. ``whole.<scenario>.json`` (else a small text reply) answers ``/converse``."""
+# exception type of a stream -> (HTTP status, x-amzn-ErrorType) of the same failure in a whole reply
+WHOLE_ERRORS = {
+    "throttlingException": (429, "ThrottlingException"),
+    "modelStreamErrorException": (424, "ModelErrorException"),
+    "internalServerException": (500, "InternalServerException"),
+    "serviceUnavailableException": (503, "ServiceUnavailableException"),
+    "validationException": (400, "ValidationException"),
+}
 
-    async def handler(body: dict[str, Any], model: str, stream: bool, send: Send) -> None:
+
+def fold_converse(frames: list[list[Any]]) -> tuple[int, dict[str, Any], str | None]:
+    """(status, body, error type) of the ``/converse`` reply a ConverseStream's frames add up to;
+    a stream that fails (an exception message) is that exception as an HTTP error."""
+    blocks: dict[tuple[int, str], dict[str, Any]] = {}  # (contentBlockIndex, kind): a block of each kind per index
+    tool_json: dict[tuple[int, str], str] = {}
+    reply: dict[str, Any] = {"output": {"message": {"role": "assistant", "content": []}}}
+    for event, payload in frames:
+        if event.endswith("Exception"):
+            status, error_type = WHOLE_ERRORS.get(event, (500, "InternalServerException"))
+            return status, {"message": payload.get("message", event)}, error_type
+        index = payload.get("contentBlockIndex", 0)
+        if event == "contentBlockStart" and "toolUse" in payload.get("start", {}):
+            start = payload["start"]["toolUse"]
+            blocks[index, "toolUse"] = {"toolUse": {"toolUseId": start["toolUseId"], "name": start["name"]}}
+            tool_json[index, "toolUse"] = ""
+        elif event == "contentBlockDelta":
+            delta = payload["delta"]
+            if "text" in delta:
+                block = blocks.setdefault((index, "text"), {"text": ""})
+                block["text"] += delta["text"]
+            elif "toolUse" in delta:
+                tool_json[index, "toolUse"] += delta["toolUse"]["input"]
+            elif "reasoningContent" in delta:
+                part = delta["reasoningContent"]
+                if "redactedContent" in part:
+                    blocks[index, "reasoning"] = {"reasoningContent": {"redactedContent": part["redactedContent"]}}
+                else:
+                    text = blocks.setdefault((index, "reasoning"), {"reasoningContent": {"reasoningText": {"text": ""}}})["reasoningContent"]["reasoningText"]
+                    text["text"] += part.get("text", "")
+                    if "signature" in part:
+                        text["signature"] = part["signature"]
+        elif event == "messageStop":
+            reply["stopReason"] = payload["stopReason"]
+            if "additionalModelResponseFields" in payload:
+                reply["additionalModelResponseFields"] = payload["additionalModelResponseFields"]
+        elif event == "metadata":
+            reply["usage"], reply["metrics"] = payload["usage"], payload.get("metrics", {"latencyMs": 1})
+    for key, raw in tool_json.items():
+        blocks[key]["toolUse"]["input"] = orjson.loads(raw or "{}")
+    reply["output"]["message"]["content"] = [blocks[key] for key in sorted(blocks)]
+    return 200, reply, None
+
+
+class ConverseReplay:
+    """A ``converse_handler`` replaying the bedrock-converse dialect's fixtures
+    (``{"frames": [[event, payload], …]}``): ``/converse-stream`` as eventstream messages (an
+    ``…Exception`` event is an exception message), ``/converse`` as the JSON reply the same frames
+    add up to (``fold_converse``); a fixture without frames (``whole.*.json``) is a whole reply.
+
+    Extra scenarios, counted per model in ``hits``: ``throttle_once`` (HTTP 429 the first time,
+    then ``text``), ``frame_throttle_once`` (a stream: a ``throttlingException`` message after
+    the 200, before any content, once; then ``text``). ``bodies`` keeps every request body."""
+
+    def __init__(self, fixtures: Path) -> None:
+        self.fixtures = fixtures
+        self.hits: dict[str, int] = {}
+        self.bodies: list[dict[str, Any]] = []
+
+    async def __call__(self, body: dict[str, Any], model: str, stream: bool, send: Send) -> None:
         scenario = model.rsplit("--", 1)[1] if "--" in model else "text"
-        if not stream:
-            whole = fixtures / f"whole.{scenario}.json"
-            reply = orjson.loads(whole.read_bytes()) if whole.exists() else {
-                "output": {"message": {"role": "assistant", "content": [{"text": "Hello whole"}]}}, "stopReason": "end_turn",
-                "usage": {"inputTokens": 4, "outputTokens": 2, "totalTokens": 6}, "metrics": {"latencyMs": 9},
-            }
-            await _json(send, 200, reply)
+        self.bodies.append(body)
+        self.hits[model] = self.hits.get(model, 0) + 1
+        first = self.hits[model] == 1
+        if scenario in ("throttle_once", "frame_throttle_once"):
+            if first and (scenario == "throttle_once" or not stream):
+                await _json(send, 429, {"message": "Too many requests, please wait before trying again."}, "ThrottlingException")
+                return
+            scenario = "throttled" if first else "text"  # (throttled.json: the exception message after the 200)
+        fixture = orjson.loads((self.fixtures / f"{scenario}.json").read_bytes())
+        if "frames" not in fixture:
+            await _json(send, 200, fixture)
             return
-        frames = orjson.loads((fixtures / f"{scenario}.json").read_bytes())["frames"]
+        frames = fixture["frames"]
+        if not stream:
+            status, reply, error_type = fold_converse(frames)
+            await _json(send, status, reply, error_type)
+            return
         data = b"".join(
             encode_message({":exception-type": event, ":content-type": "application/json", ":message-type": "exception"}, orjson.dumps(payload))
             if event.endswith("Exception") else event_message(event, orjson.dumps(payload))
             for event, payload in frames
         )
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/vnd.amazon.eventstream")]})
-        step = max(1, len(data) // 5)
+        step = max(1, len(data) // 5)  # odd-sized writes: messages split across reads
         for i in range(0, len(data), step):
             await send({"type": "http.response.body", "body": data[i : i + step], "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    return handler
+
+converse_replay = ConverseReplay

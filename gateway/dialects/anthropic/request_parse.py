@@ -188,7 +188,8 @@ def _block(block: Any, path: str) -> Part | None:
         return ThinkingPart(text)
     if btype == "redacted_thinking":
         data = get_str(block, "data", f"{path}.data", required=True)
-        return ThinkingPart(redacted_data=data, origin=DIALECT)
+        origin, raw = unpack(data or "", DIALECT)  # another provider's, packed by our encoder
+        return ThinkingPart(redacted_data=raw, origin=origin)
     warn_unknown(DIALECT, f"content block type {btype!r}")
     return None
 

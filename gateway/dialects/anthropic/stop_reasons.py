@@ -12,7 +12,7 @@ from gateway.events import End, StopReason
 
 DIALECT = "anthropic"
 
-FROM_ANTHROPIC: dict[str, StopReason] = {
+FROM_WIRE: dict[str, StopReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
@@ -22,7 +22,7 @@ FROM_ANTHROPIC: dict[str, StopReason] = {
     "refusal": "refusal",
 }
 
-TO_ANTHROPIC: dict[str, str] = {
+TO_WIRE: dict[str, str] = {
     "stop": "end_turn",
     "length": "max_tokens",
     "tool_use": "tool_use",
@@ -33,21 +33,24 @@ TO_ANTHROPIC: dict[str, str] = {
 }
 
 
-def from_anthropic(raw: str | None) -> StopReason:
-    """The normalised reason for an Anthropic ``stop_reason`` (unknown ones read as ``stop``)."""
+def map_stop_reason(raw: str | None, *, tool_called: bool = False, refusal: bool = False) -> StopReason:
+    """The normalised reason for an Anthropic ``stop_reason`` (unknown ones read as ``stop``).
+
+    Anthropic names tool use and refusals itself, so ``tool_called`` and ``refusal`` (the shared
+    signature's hints for dialects that do not) change nothing here."""
     if raw is None:
         return "stop"
-    reason = FROM_ANTHROPIC.get(raw)
+    reason = FROM_WIRE.get(raw)
     if reason is None:
         warn_unknown(DIALECT, f"stop_reason {raw!r}")
         return "stop"
     return reason
 
 
-def to_anthropic(end: End, same_dialect: bool) -> str:
+def render_stop_reason(end: End, same_dialect: bool) -> str:
     """The ``stop_reason`` shown to an Anthropic caller."""
     if same_dialect and end.raw_reason:
         return end.raw_reason
     if end.reason == "stop" and end.stop_sequence:
         return "stop_sequence"
-    return TO_ANTHROPIC.get(end.reason, "end_turn")
+    return TO_WIRE.get(end.reason, "end_turn")

@@ -25,39 +25,27 @@ from typing import Any
 import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
-from gateway.events import (
-    BlockStart,
-    BlockStop,
-    End,
-    Event,
-    MessageStart,
-    SignatureDelta,
-    StreamError,
-    TextDelta,
-    ThinkingDelta,
-    ToolArgsDelta,
-    Usage,
-)
+from gateway.dialects.kit import Blocks, bad_frame, frame_object
+from gateway.events import End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
 from gateway.sse import SSEFrame
 
 from .errors import stream_error
-from .stop_reasons import from_anthropic
+from .stop_reasons import map_stop_reason
 from .usage import UsageState
 
 DIALECT = "anthropic"
-_SKIPPED = -1
 
 
 class AnthropicStreamDecoder:
-    __slots__ = ("_started", "_done", "_usage", "_indices", "_open", "_next", "_stop_reason", "_stop_sequence")
+    __slots__ = ("_started", "_done", "_usage", "_seen", "_blocks", "_live", "_stop_reason", "_stop_sequence")
 
     def __init__(self) -> None:
         self._started = False
         self._done = False
         self._usage = UsageState()
-        self._indices: dict[int, int] = {}  # upstream index -> our index (or _SKIPPED)
-        self._open: dict[int, None] = {}  # our indices started and not stopped, in order
-        self._next = 0
+        self._seen: set[int] = set()  # upstream indices started, skipped ones included
+        self._blocks = Blocks()  # keyed by the upstream index
+        self._live = self._blocks.live  # read per delta (the same dict, never replaced)
         self._stop_reason: str | None = None
         self._stop_sequence: str | None = None
 
@@ -65,14 +53,10 @@ class AnthropicStreamDecoder:
     def feed(self, frame: SSEFrame) -> list[Event]:
         if self._done:
             return []
-        try:
-            data = orjson.loads(frame.data)
-        except orjson.JSONDecodeError:
+        data = frame_object(frame)
+        if data is None:
             self._done = True
-            return self._lead([StreamError("bad_gateway", f"upstream sent malformed JSON in a {frame.event or 'data'} event", 502)])
-        if not isinstance(data, dict):
-            self._done = True
-            return self._lead([StreamError("bad_gateway", "upstream event data is not a JSON object", 502)])
+            return self._lead([bad_frame(frame, DIALECT)])
         etype = data.get("type")
         if not isinstance(etype, str):
             etype = frame.event or ""
@@ -137,44 +121,47 @@ class AnthropicStreamDecoder:
         if not isinstance(block, dict) or not isinstance(upstream, int):
             warn_unknown(DIALECT, "content_block_start without index/content_block")
             return []
+        self._seen.add(upstream)
+        blocks = self._blocks
+        events: list[Event] = []
         btype = block.get("type")
-        if btype not in ("text", "tool_use", "thinking", "redacted_thinking"):
-            warn_unknown(DIALECT, f"content block type {btype!r}")
-            self._indices[upstream] = _SKIPPED
-            return []
-        index = self._next
-        self._next += 1
-        self._indices[upstream] = index
-        self._open[index] = None
         if btype == "text":
+            index = blocks.start("text", events, key=upstream)
             text = block.get("text")
             if isinstance(text, str) and text:
-                return [BlockStart(index, "text"), TextDelta(index, text)]
-            return [BlockStart(index, "text")]
-        if btype == "tool_use":
+                events.append(TextDelta(index, text))
+        elif btype == "tool_use":
             call_id = block.get("id")
             name = block.get("name")
-            events: list[Event] = [BlockStart(index, "tool_call", call_id if isinstance(call_id, str) else new_id("toolu_"), name if isinstance(name, str) else "")]
+            call_id = call_id if isinstance(call_id, str) else new_id("toolu_")
+            index = blocks.start("tool_call", events, key=upstream, id=call_id, name=name if isinstance(name, str) else "")
             tool_input = block.get("input")
             if isinstance(tool_input, dict) and tool_input:
                 events.append(ToolArgsDelta(index, orjson.dumps(tool_input).decode()))
-            return events
-        if btype == "thinking":
-            events = [BlockStart(index, "thinking")]
+        elif btype == "thinking":
+            index = blocks.start("thinking", events, key=upstream)
             text = block.get("thinking")
             if isinstance(text, str) and text:
                 events.append(ThinkingDelta(index, text))
             signature = block.get("signature")
             if isinstance(signature, str) and signature:
                 events.append(SignatureDelta(index, signature))
-            return events
-        payload = block.get("data")
-        return [BlockStart(index, "redacted_thinking", data=payload if isinstance(payload, str) else "")]
+        elif btype == "redacted_thinking":
+            payload = block.get("data")
+            blocks.start("redacted_thinking", events, key=upstream, data=payload if isinstance(payload, str) else "")
+        else:
+            warn_unknown(DIALECT, f"content block type {btype!r}")
+            blocks.stop(upstream, events)  # its deltas must not reach a block that had this index before
+        return events
 
     def _delta(self, data: dict[str, Any]) -> list[Event]:
-        index = self._indices.get(data.get("index"))  # type: ignore[arg-type]
-        if index is None or index == _SKIPPED:
-            if index is None:
+        upstream = data.get("index")
+        try:
+            index = self._live.get(upstream)
+        except TypeError:  # an unhashable "index" (a list, an object) names no block
+            return []
+        if index is None:  # never started, skipped, or stopped
+            if upstream not in self._seen:
                 warn_unknown(DIALECT, "content_block_delta for a block that never started")
             return []
         delta = data.get("delta")
@@ -198,11 +185,12 @@ class AnthropicStreamDecoder:
         return []
 
     def _block_stop(self, data: dict[str, Any]) -> list[Event]:
-        index = self._indices.get(data.get("index"))  # type: ignore[arg-type]
-        if index is None or index == _SKIPPED or index not in self._open:
-            return []
-        del self._open[index]
-        return [BlockStop(index)]
+        events: list[Event] = []
+        try:
+            self._blocks.stop(data.get("index"), events)
+        except TypeError:
+            pass
+        return events
 
     def _message_delta(self, data: dict[str, Any]) -> list[Event]:
         delta = data.get("delta")
@@ -219,7 +207,7 @@ class AnthropicStreamDecoder:
 
     def _message_stop(self) -> list[Event]:
         self._done = True
-        events: list[Event] = [BlockStop(index) for index in self._open]
-        self._open.clear()
-        events.append(End(from_anthropic(self._stop_reason), self._stop_reason, self._stop_sequence))
+        events: list[Event] = []
+        self._blocks.stop_all(events)
+        events.append(End(map_stop_reason(self._stop_reason), self._stop_reason, self._stop_sequence))
         return self._lead(events)

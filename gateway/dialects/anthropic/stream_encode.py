@@ -51,8 +51,8 @@ from gateway.events import (
 from gateway.signatures import for_caller
 
 from .errors import error_body
-from .stop_reasons import to_anthropic as stop_to_anthropic
-from .usage import to_anthropic as usage_to_anthropic
+from .stop_reasons import render_stop_reason as stop_to_anthropic
+from .usage import render_usage as usage_to_anthropic
 
 DIALECT = "anthropic"
 PING = b'event: ping\ndata: {"type": "ping"}\n\n'
@@ -197,7 +197,7 @@ class AnthropicStreamEncoder:
         elif block.kind == "thinking":
             content = {"type": "thinking", "thinking": "", "signature": ""}
         elif block.kind == "redacted_thinking":
-            content = {"type": "redacted_thinking", "data": block.data or ""}
+            content = {"type": "redacted_thinking", "data": for_caller(DIALECT, self._ctx.upstream_dialect, block.data or "")}
         else:
             content = {"type": "text", "text": ""}
         dtype, field = _DELTA.get(block.kind, (b"text_delta", b"text"))

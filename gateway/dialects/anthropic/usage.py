@@ -12,13 +12,8 @@ again. ``UsageState`` merges the fields each event states (the later value wins,
 
 from __future__ import annotations
 
-from typing import Any
-
+from gateway.dialects.kit import count
 from gateway.events import Usage
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class UsageState:
@@ -32,20 +27,20 @@ class UsageState:
         self.cache_read: int | None = None
         self.cache_write: int | None = None
 
-    def update(self, usage: Any) -> Usage | None:
+    def update(self, usage: object) -> Usage | None:
         """Merge one ``usage`` object; the canonical ``Usage`` so far (``None`` if not an object)."""
         if not isinstance(usage, dict):
             return None
-        value = _int(usage.get("input_tokens"))
+        value = count(usage.get("input_tokens"))
         if value is not None:
             self.input_tokens = value
-        value = _int(usage.get("output_tokens"))
+        value = count(usage.get("output_tokens"))
         if value is not None:
             self.output_tokens = value
-        value = _int(usage.get("cache_read_input_tokens"))
+        value = count(usage.get("cache_read_input_tokens"))
         if value is not None:
             self.cache_read = value
-        value = _int(usage.get("cache_creation_input_tokens"))
+        value = count(usage.get("cache_creation_input_tokens"))
         if value is not None:
             self.cache_write = value
         return self.canonical()
@@ -57,13 +52,12 @@ class UsageState:
         return Usage(input=total, output=self.output_tokens, cache_read=self.cache_read, cache_write=self.cache_write)
 
 
-def from_anthropic(usage: Any) -> Usage:
-    """One whole ``usage`` object as canonical ``Usage``."""
-    state = UsageState()
-    return state.update(usage) or Usage()
+def convert_usage(usage: object) -> Usage | None:
+    """One whole ``usage`` object as canonical ``Usage`` (``None`` when it is not an object)."""
+    return UsageState().update(usage)
 
 
-def to_anthropic(usage: Usage | None) -> dict[str, int]:
+def render_usage(usage: Usage | None) -> dict[str, int]:
     """The ``usage`` object an Anthropic caller gets. The SDK requires the integers, so 0 stands in
     for unknown values here (and only here)."""
     if usage is None:

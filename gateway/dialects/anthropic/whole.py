@@ -25,13 +25,14 @@ from gateway.events import (
     TextDelta,
     ThinkingDelta,
     ToolArgsDelta,
+    Usage,
 )
 from gateway.reply import Reply
 from gateway.signatures import for_caller
 
 from .errors import stream_error
-from .stop_reasons import from_anthropic, to_anthropic as stop_to_anthropic
-from .usage import from_anthropic as usage_from_anthropic, to_anthropic as usage_to_anthropic
+from .stop_reasons import map_stop_reason, render_stop_reason
+from .usage import convert_usage, render_usage
 
 DIALECT = "anthropic"
 
@@ -74,9 +75,9 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             continue
         events.append(BlockStop(index))
         index += 1
-    events.append(usage_from_anthropic(body.get("usage")))
+    events.append(convert_usage(body.get("usage")) or Usage())
     reason = _str(body.get("stop_reason"))
-    events.append(End(from_anthropic(reason), reason, _str(body.get("stop_sequence"))))
+    events.append(End(map_stop_reason(reason), reason, _str(body.get("stop_sequence"))))
     return events
 
 
@@ -92,7 +93,8 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
             signature = for_caller(DIALECT, ctx.upstream_dialect, block.signature) if block.signature else ""
             content.append({"type": "thinking", "thinking": block.text, "signature": signature})
         elif block.kind == "redacted_thinking":
-            content.append({"type": "redacted_thinking", "data": block.data or ""})
+            # packed with its origin like a signature: it is only valid where it was made
+            content.append({"type": "redacted_thinking", "data": for_caller(DIALECT, ctx.upstream_dialect, block.data or "")})
     end = reply.end or End("stop")
     return {
         "id": reply.id if same and reply.id else new_id("msg_"),
@@ -100,7 +102,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         "role": "assistant",
         "model": ctx.model,
         "content": content,
-        "stop_reason": stop_to_anthropic(end, same),
+        "stop_reason": render_stop_reason(end, same),
         "stop_sequence": end.stop_sequence,
-        "usage": usage_to_anthropic(reply.usage),
+        "usage": render_usage(reply.usage),
     }

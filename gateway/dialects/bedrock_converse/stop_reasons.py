@@ -13,7 +13,7 @@ from gateway.events import StopReason
 
 DIALECT = "bedrock-converse"
 
-FROM_CONVERSE: dict[str, StopReason] = {
+FROM_WIRE: dict[str, StopReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
@@ -26,11 +26,12 @@ FROM_CONVERSE: dict[str, StopReason] = {
 }
 
 
-def from_converse(raw: str | None) -> StopReason:
-    """The normalised reason for a Converse ``stopReason`` (unknown ones read as ``stop``)."""
+def map_stop_reason(raw: str | None, *, tool_called: bool = False, refusal: bool = False) -> StopReason:
+    """The normalised reason for a Converse ``stopReason`` (unknown ones read as ``stop``; Converse
+    names tool use and filtering itself, so the hints change nothing)."""
     if raw is None:
         return "stop"
-    reason = FROM_CONVERSE.get(raw)
+    reason = FROM_WIRE.get(raw)
     if reason is None:
         warn_unknown(DIALECT, f"stopReason {raw!r}")
         return "stop"

@@ -26,13 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.dialects.common import new_id, warn_unknown
+from gateway.dialects.kit import Blocks, bad_frame, frame_object
 from gateway.events import (
     BlockKind,
-    BlockStart,
-    BlockStop,
     End,
     Event,
     MessageStart,
@@ -46,8 +43,8 @@ from gateway.events import (
 from gateway.sse import SSEFrame
 
 from .errors import is_exception, stream_error
-from .stop_reasons import from_converse
-from .usage import from_converse as usage_from_converse
+from .stop_reasons import map_stop_reason
+from .usage import convert_usage
 
 DIALECT = "bedrock-converse"
 _SKIPPED = -1
@@ -63,14 +60,15 @@ def stop_sequence_of(fields: Any) -> str | None:
 
 
 class ConverseStreamDecoder:
-    __slots__ = ("_started", "_done", "_usage", "_blocks", "_next", "_stopped", "_reason", "_sequence")
+    __slots__ = ("_started", "_done", "_usage", "_blocks", "_live", "_kinds", "_stopped", "_reason", "_sequence")
 
     def __init__(self) -> None:
         self._started = False
         self._done = False
         self._usage: Usage | None = None
-        self._blocks: dict[int, tuple[int, BlockKind | None]] = {}  # upstream index -> (our index or _SKIPPED, kind)
-        self._next = 0
+        self._blocks = Blocks()  # keyed by the upstream contentBlockIndex
+        self._live = self._blocks.live  # read per delta (the same dict, never replaced)
+        self._kinds: dict[int, BlockKind | None] = {}  # upstream index -> kind of its current block (None: skipped)
         self._stopped = False  # messageStop seen
         self._reason: str | None = None
         self._sequence: str | None = None
@@ -80,18 +78,15 @@ class ConverseStreamDecoder:
         if self._done:
             return []
         event = frame.event or ""
-        try:
-            data = orjson.loads(frame.data)
-        except orjson.JSONDecodeError:
-            data = None
+        data = frame_object(frame)
         if event == "contentBlockDelta" and self._started and isinstance(data, dict):
             return self._delta(data)  # the hot path: most frames are deltas
         if is_exception(event):
             self._done = True
             return self._lead([stream_error(event, data)])
-        if not isinstance(data, dict):
+        if data is None:
             self._done = True
-            return self._lead([StreamError("bad_gateway", f"upstream sent a {event or 'nameless'} event whose payload is not a JSON object", 502)])
+            return self._lead([bad_frame(frame, DIALECT)])
         if event == "contentBlockDelta":
             return self._lead(self._delta(data))
         if event == "contentBlockStart":
@@ -127,13 +122,8 @@ class ConverseStreamDecoder:
 
     def _open(self, upstream: int, kind: BlockKind, **start: Any) -> tuple[int, list[Event]]:
         events: list[Event] = []
-        old = self._blocks.get(upstream)
-        if old is not None and old[0] != _SKIPPED:
-            events.append(BlockStop(old[0]))  # a new kind at an open index: the old block ends
-        index = self._next
-        self._next += 1
-        self._blocks[upstream] = (index, kind)
-        events.append(BlockStart(index, kind, **start))
+        index = self._blocks.start(kind, events, key=upstream, **start)  # a block open at that index ends first
+        self._kinds[upstream] = kind
         return index, events
 
     def _block_start(self, data: dict[str, Any]) -> list[Event]:
@@ -150,15 +140,19 @@ class ConverseStreamDecoder:
         if not any(key in start for key in ("toolResult", "image")):
             return []  # an empty or new start: the block's deltas will say what it is
         warn_unknown(DIALECT, f"content block start {sorted(start)!r}")
-        old = self._blocks.get(upstream)
-        self._blocks[upstream] = (_SKIPPED, None)
-        return [BlockStop(old[0])] if old is not None and old[0] != _SKIPPED else []
+        events: list[Event] = []
+        self._blocks.stop(upstream, events)
+        self._kinds[upstream] = None
+        return events
 
     def _index(self, upstream: int, kind: BlockKind) -> tuple[int, list[Event]]:
         """Our index for a delta of ``kind`` at ``upstream`` (opening the block if needed)."""
-        found = self._blocks.get(upstream)
-        if found is not None and (found[0] == _SKIPPED or found[1] == kind):
-            return found[0], []
+        if upstream in self._kinds:
+            current = self._kinds[upstream]
+            if current is None:
+                return _SKIPPED, []
+            if current == kind:
+                return self._live[upstream], []
         return self._open(upstream, kind)
 
     def _delta(self, data: dict[str, Any]) -> list[Event]:
@@ -171,19 +165,17 @@ class ConverseStreamDecoder:
         if isinstance(text, str):
             if not text:
                 return []
-            found = self._blocks.get(upstream)
-            if found is not None and found[1] == "text":
-                return [TextDelta(found[0], text)]
+            if self._kinds.get(upstream) == "text":  # the hot path
+                return [TextDelta(self._live[upstream], text)]
             index, events = self._index(upstream, "text")
             return events + [TextDelta(index, text)] if index != _SKIPPED else []
         tool = delta.get("toolUse")
         if isinstance(tool, dict):
-            found = self._blocks.get(upstream)
-            if found is None or found[1] != "tool_call":
+            if self._kinds.get(upstream) != "tool_call":
                 warn_unknown(DIALECT, "toolUse delta for a block that never started")
                 return []
             fragment = tool.get("input")
-            return [ToolArgsDelta(found[0], fragment)] if isinstance(fragment, str) and fragment else []
+            return [ToolArgsDelta(self._live[upstream], fragment)] if isinstance(fragment, str) and fragment else []
         reasoning = delta.get("reasoningContent")
         if isinstance(reasoning, dict):
             return self._reasoning(upstream, reasoning)
@@ -194,8 +186,7 @@ class ConverseStreamDecoder:
     def _reasoning(self, upstream: int, reasoning: dict[str, Any]) -> list[Event]:
         redacted = reasoning.get("redactedContent")
         if isinstance(redacted, str):
-            found = self._blocks.get(upstream)
-            if found is not None and found[1] == "redacted_thinking":
+            if self._kinds.get(upstream) == "redacted_thinking":
                 warn_unknown(DIALECT, "second redactedContent delta in one block")
                 return []
             return self._open(upstream, "redacted_thinking", data=redacted)[1]
@@ -213,14 +204,16 @@ class ConverseStreamDecoder:
 
     def _block_stop(self, data: dict[str, Any]) -> list[Event]:
         upstream = data.get("contentBlockIndex")
-        found = self._blocks.pop(upstream, None) if isinstance(upstream, int) else None
-        if found is None or found[0] == _SKIPPED:
-            return []
-        return [BlockStop(found[0])]
+        events: list[Event] = []
+        if isinstance(upstream, int):
+            self._kinds.pop(upstream, None)
+            self._blocks.stop(upstream, events)
+        return events
 
     def _close_blocks(self) -> list[Event]:
-        events: list[Event] = [BlockStop(index) for index, _ in self._blocks.values() if index != _SKIPPED]
-        self._blocks.clear()
+        events: list[Event] = []
+        self._blocks.stop_all(events)
+        self._kinds.clear()
         return events
 
     def _message_stop(self, data: dict[str, Any]) -> list[Event]:
@@ -231,7 +224,7 @@ class ConverseStreamDecoder:
         return self._close_blocks()
 
     def _metadata(self, data: dict[str, Any]) -> list[Event]:
-        usage = usage_from_converse(data.get("usage"))
+        usage = convert_usage(data.get("usage"))
         events: list[Event] = []
         if usage is not None:
             self._usage = usage
@@ -240,5 +233,5 @@ class ConverseStreamDecoder:
             return events  # usage ahead of messageStop: not the end yet
         self._done = True
         events += self._close_blocks()
-        events.append(End(from_converse(self._reason), self._reason, self._sequence))
+        events.append(End(map_stop_reason(self._reason), self._reason, self._sequence))
         return events

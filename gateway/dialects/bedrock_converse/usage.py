@@ -12,24 +12,19 @@ The stream states usage once, in ``metadata`` after ``messageStop``; there is no
 
 from __future__ import annotations
 
-from typing import Any
-
+from gateway.dialects.kit import count
 from gateway.events import Usage
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def from_converse(usage: Any) -> Usage | None:
+def convert_usage(usage: object) -> Usage | None:
     """One ``usage`` object as canonical ``Usage`` (``None`` when it is not an object)."""
     if not isinstance(usage, dict):
         return None
-    input_tokens = _int(usage.get("inputTokens"))
-    output = _int(usage.get("outputTokens"))
-    total = _int(usage.get("totalTokens"))
-    cache_read = _int(usage.get("cacheReadInputTokens"))
-    cache_write = _int(usage.get("cacheWriteInputTokens"))
+    input_tokens = count(usage.get("inputTokens"))
+    output = count(usage.get("outputTokens"))
+    total = count(usage.get("totalTokens"))
+    cache_read = count(usage.get("cacheReadInputTokens"))
+    cache_write = count(usage.get("cacheWriteInputTokens"))
     canonical = input_tokens
     if input_tokens is not None:
         cached = (cache_read or 0) + (cache_write or 0)

@@ -16,9 +16,9 @@ import orjson
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.events import BlockStart, BlockStop, End, Event, MessageStart, SignatureDelta, TextDelta, ThinkingDelta, ToolArgsDelta
 
-from .stop_reasons import from_converse
+from .stop_reasons import map_stop_reason
 from .stream_decode import DIALECT, stop_sequence_of
-from .usage import from_converse as usage_from_converse
+from .usage import convert_usage
 
 
 def _str(value: Any) -> str | None:
@@ -70,9 +70,9 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
         events += decoded
         events.append(BlockStop(index))
         index += 1
-    usage = usage_from_converse(body.get("usage"))
+    usage = convert_usage(body.get("usage"))
     if usage is not None:
         events.append(usage)
     reason = _str(body.get("stopReason"))
-    events.append(End(from_converse(reason), reason, stop_sequence_of(body.get("additionalModelResponseFields"))))
+    events.append(End(map_stop_reason(reason), reason, stop_sequence_of(body.get("additionalModelResponseFields"))))
     return events

@@ -12,8 +12,9 @@ that produced no usable answer: they become ``End(reason="error")`` rather than 
 from __future__ import annotations
 
 from gateway.dialects.common import warn_unknown
+from gateway.events import End, StopReason
 
-FROM_GEMINI: dict[str, str] = {
+FROM_WIRE: dict[str, StopReason] = {
     "STOP": "stop",
     "OTHER": "stop",
     "FINISH_REASON_UNSPECIFIED": "stop",
@@ -38,7 +39,7 @@ FROM_GEMINI: dict[str, str] = {
 # promptFeedback.blockReason (no candidates at all): the prompt itself was refused.
 BLOCK_REASONS = frozenset({"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "BLOCK_REASON_UNSPECIFIED"})
 
-TO_GEMINI: dict[str, str] = {
+TO_WIRE: dict[str, str] = {
     "stop": "STOP",
     "tool_use": "STOP",
     "pause": "STOP",
@@ -50,18 +51,26 @@ TO_GEMINI: dict[str, str] = {
 }
 
 
-def from_gemini(raw: str, saw_function_call: bool) -> str:
-    reason = FROM_GEMINI.get(raw)
-    if reason is None:
-        warn_unknown("gemini", f"finishReason {raw}")
-        reason = "stop"
-    if reason == "stop" and saw_function_call:
+def map_stop_reason(raw: str | None, *, tool_called: bool = False, refusal: bool = False) -> StopReason:
+    """The normalised reason for a ``finishReason`` (none, or an unknown one, reads as ``stop``).
+
+    ``tool_called``: a ``functionCall`` was streamed; Gemini then still says ``STOP``. Gemini has no
+    refusal signal beside its safety reasons, so ``refusal`` changes nothing."""
+    if raw is None:
+        reason: StopReason = "stop"
+    else:
+        known = FROM_WIRE.get(raw)
+        if known is None:
+            warn_unknown("gemini", f"finishReason {raw}")
+            known = "stop"
+        reason = known
+    if reason == "stop" and tool_called:
         return "tool_use"
     return reason
 
 
-def to_gemini(reason: str, raw_reason: str | None, upstream_dialect: str) -> str:
+def render_stop_reason(end: End, same_dialect: bool) -> str:
     """The caller-facing ``finishReason``: the upstream's own value when it was Gemini too."""
-    if raw_reason and upstream_dialect == "gemini":
-        return raw_reason
-    return TO_GEMINI.get(reason, "STOP")
+    if same_dialect and end.raw_reason:
+        return end.raw_reason
+    return TO_WIRE.get(end.reason, "STOP")

@@ -21,7 +21,7 @@ Blocks:
 
 ``usageMetadata`` repeats on every chunk: the last one is kept and emitted once, before ``End``
 (or before a ``StreamError``). The prompt's counts are known from the first chunk that carries
-them, so those go out at once too (``usage.early``, before that chunk's blocks): an Anthropic
+them, so those go out at once too (``kit.prompt_side``, before that chunk's blocks): an Anthropic
 caller's ``message_start`` shows the real ``input_tokens``.
 """
 
@@ -33,24 +33,15 @@ from typing import Any
 import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
-from gateway.events import (
-    BlockStart,
-    BlockStop,
-    End,
-    Event,
-    MessageStart,
-    SignatureDelta,
-    StreamError,
-    TextDelta,
-    ThinkingDelta,
-    ToolArgsDelta,
-    Usage,
-)
+from gateway.dialects.kit import Blocks, bad_frame, frame_array, frame_object, prompt_side
+from gateway.events import BlockKind, End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
 from gateway.sse import SSEFrame
 
-from . import stop_reasons, usage
 from .errors import error_fields, kind_for
+from .stop_reasons import map_stop_reason
+from .usage import convert_usage
 
+DIALECT = "gemini"
 _KNOWN_PART_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
 _VALUE_KEYS = ("stringValue", "numberValue", "boolValue", "nullValue", "structValue", "listValue")
@@ -60,14 +51,14 @@ class GeminiStreamDecoder:
     """Incremental decoder; ``whole=True`` is used for JSON bodies (no finishReason → stop)."""
 
     __slots__ = (
-        "_started", "_index", "_open_kind", "_open_index", "_finish", "_finish_message",
+        "_started", "_blocks", "_open_kind", "_open_index", "_finish", "_finish_message",
         "_saw_call", "_usage", "_done", "_calls", "_stream_call", "_whole", "_early_sent",
     )
 
     def __init__(self, whole: bool = False) -> None:
         self._started = False
-        self._index = 0  # next block index
-        self._open_kind: str | None = None  # "text" | "thinking" while a block is open
+        self._blocks = Blocks()
+        self._open_kind: BlockKind | None = None  # "text" | "thinking" while a block is open
         self._open_index = -1
         self._finish: str | None = None
         self._finish_message: str | None = None
@@ -75,7 +66,7 @@ class GeminiStreamDecoder:
         self._usage: dict[str, Any] | None = None
         self._done = False
         self._calls = 0  # function calls seen
-        self._stream_call: list[Any] | None = None  # [index, args object] of a Vertex streamed call
+        self._stream_call: tuple[int, dict[str, Any]] | None = None  # (index, args object) of a Vertex streamed call
         self._whole = whole
         self._early_sent = False  # the prompt's counts went out ahead of the final usage
 
@@ -84,18 +75,19 @@ class GeminiStreamDecoder:
     def feed(self, frame: SSEFrame) -> list[Event]:
         if self._done:
             return []
-        try:
-            chunk = orjson.loads(frame.data)
-        except orjson.JSONDecodeError:
-            return self._fail(StreamError("bad_gateway", f"gemini: malformed JSON in stream: {frame.data[:200]}", 502))
-        if isinstance(chunk, list):  # a JSON-array body split into lines by a proxy
-            out: list[Event] = []
-            for item in chunk:
-                out.extend(self.feed_chunk(item) if isinstance(item, dict) else [])
-            return out
-        if not isinstance(chunk, dict):
-            return self._fail(StreamError("bad_gateway", "gemini: stream chunk is not an object", 502))
-        return self.feed_chunk(chunk)
+        chunk = frame_object(frame)
+        if chunk is not None:
+            return self.feed_chunk(chunk)
+        items = frame_array(frame)  # a JSON-array body split into lines by a proxy
+        if items is None:
+            return self._fail(bad_frame(frame, DIALECT))
+        out: list[Event] = []
+        for item in items:
+            if not isinstance(item, dict):
+                out.extend(self._fail(bad_frame(frame, DIALECT, "holds an array item that is not a JSON object")))
+                break
+            out.extend(self.feed_chunk(item))
+        return out
 
     def feed_chunk(self, chunk: dict[str, Any]) -> list[Event]:
         if self._done:
@@ -114,12 +106,12 @@ class GeminiStreamDecoder:
             self._usage = meta
             if not self._early_sent and "promptTokenCount" in meta:
                 self._early_sent = True
-                out.append(usage.early(meta))
+                out.append(prompt_side(self._usage_now(meta)))
         candidates = chunk.get("candidates")
         if isinstance(candidates, list) and candidates:
             cand = candidates[0]
             if len(candidates) > 1:
-                warn_unknown("gemini", "candidates beyond the first")
+                warn_unknown(DIALECT, "candidates beyond the first")
             if isinstance(cand, dict):
                 content = cand.get("content")
                 parts = content.get("parts") if isinstance(content, dict) else None
@@ -151,17 +143,23 @@ class GeminiStreamDecoder:
             return self._fail(StreamError("truncated", "gemini: stream ended without a finishReason", 502), out)
         self._finish_call(out)
         self._close_open(out)
+        self._blocks.stop_all(out)
         if self._usage is not None:
-            out.append(usage.from_gemini(self._usage))
+            out.append(self._usage_now(self._usage))
         raw = self._finish or "STOP"
         if raw.startswith("PROMPT_BLOCKED:"):
             out.append(End("content_filter", raw.partition(":")[2]))
         else:
-            out.append(End(stop_reasons.from_gemini(raw, self._saw_call), raw))  # type: ignore[arg-type]
+            out.append(End(map_stop_reason(raw, tool_called=self._saw_call), raw))
         return out
 
     def usage_so_far(self) -> Usage | None:
-        return usage.from_gemini(self._usage) if self._usage is not None else None
+        return self._usage_now(self._usage) if self._usage is not None else None
+
+    @staticmethod
+    def _usage_now(meta: dict[str, Any]) -> Usage:
+        """The kept ``usageMetadata`` as ``Usage`` (converted once, when it is read)."""
+        return convert_usage(meta) or Usage()
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -192,7 +190,7 @@ class GeminiStreamDecoder:
             return
         for key in part:
             if key not in _KNOWN_PART_KEYS:
-                warn_unknown("gemini", f"part field {key}")
+                warn_unknown(DIALECT, f"part field {key}")
         if sig:
             self._signed_thinking(sig, out)
 
@@ -209,7 +207,7 @@ class GeminiStreamDecoder:
         self._finish_call(out)
         if not isinstance(name, str) or not name:
             if call:
-                warn_unknown("gemini", "functionCall without a name")
+                warn_unknown(DIALECT, "functionCall without a name")
             return
         self._signed_thinking(sig, out) if sig else self._close_open(out)
         self._calls += 1
@@ -218,52 +216,48 @@ class GeminiStreamDecoder:
         # Generated ids are unique, not call_<n>: a conversation holds many turns and Anthropic
         # rejects a tool_use id seen twice.
         cid = cid if isinstance(cid, str) and cid else new_id("call_", 8)
-        index = self._index
-        self._index += 1
-        out.append(BlockStart(index, "tool_call", cid, name))
+        blocks = self._blocks
+        index = blocks.start("tool_call", out, id=cid, name=name)
         args = call.get("args")
         args = args if isinstance(args, dict) else {}
         if cont or isinstance(partial, list):
             args = dict(args)
             if isinstance(partial, list):
                 _apply_partial(args, partial)
-            self._stream_call = [index, args]
+            self._stream_call = (index, args)
             if not cont:
                 self._finish_call(out)
             return
         out.append(ToolArgsDelta(index, orjson.dumps(args).decode()))
-        out.append(BlockStop(index))
+        blocks.stop(index, out)
 
     def _finish_call(self, out: list[Event]) -> None:
         if self._stream_call is not None:
             index, args = self._stream_call
             self._stream_call = None
             out.append(ToolArgsDelta(index, orjson.dumps(args).decode()))
-            out.append(BlockStop(index))
+            self._blocks.stop(index, out)
 
     def _signed_thinking(self, sig: str, out: list[Event]) -> None:
         """A signature on a non-thought part: on the open thinking block, else its own block."""
+        blocks = self._blocks
         if self._open_kind == "thinking":
             out.append(SignatureDelta(self._open_index, sig))
             self._close_open(out)
             return
         self._close_open(out)
-        index = self._index
-        self._index += 1
-        out.append(BlockStart(index, "thinking"))
+        index = blocks.start("thinking", out)
         out.append(SignatureDelta(index, sig))
-        out.append(BlockStop(index))
+        blocks.stop(index, out)
 
-    def _open(self, kind: str, out: list[Event]) -> None:
+    def _open(self, kind: BlockKind, out: list[Event]) -> None:
         self._close_open(out)
         self._open_kind = kind
-        self._open_index = self._index
-        self._index += 1
-        out.append(BlockStart(self._open_index, kind))  # type: ignore[arg-type]
+        self._open_index = self._blocks.start(kind, out)
 
     def _close_open(self, out: list[Event]) -> None:
         if self._open_kind is not None:
-            out.append(BlockStop(self._open_index))
+            self._blocks.stop(self._open_index, out)
             self._open_kind = None
 
     def _fail(self, err: StreamError, out: list[Event] | None = None) -> list[Event]:
@@ -272,7 +266,7 @@ class GeminiStreamDecoder:
             self._started = True
             out.insert(0, MessageStart(new_id("gen-"), ""))
         if self._usage is not None:
-            out.append(usage.from_gemini(self._usage))
+            out.append(self._usage_now(self._usage))
         out.append(err)
         self._done = True
         return out

@@ -114,7 +114,7 @@ class GeminiStreamEncoder:
             return out
         if isinstance(event, Usage):
             self._usage = event
-            self._usage_bytes = b',"usageMetadata":' + orjson.dumps(usage_map.to_gemini(event))
+            self._usage_bytes = b',"usageMetadata":' + orjson.dumps(usage_map.render_usage(event))
             return b""
         if isinstance(event, MessageStart):
             if event.id:
@@ -135,13 +135,13 @@ class GeminiStreamEncoder:
         if self._calls:
             log.warning("gemini encoder: %d unfinished tool call(s) dropped at end of stream", len(self._calls))
             self._calls.clear()
-        reason = stop_reasons.to_gemini(event.reason, event.raw_reason, self._ctx.upstream_dialect)
+        reason = stop_reasons.render_stop_reason(event, self._ctx.upstream_dialect == "gemini")
         part: dict[str, Any] = {"text": ""}
         if self._sig is not None:
             part["thoughtSignature"] = to_caller(self._ctx.upstream_dialect, self._sig)
             self._sig = None
         cand = b'"finishReason":' + orjson.dumps(reason)
-        usage_bytes = b',"usageMetadata":' + orjson.dumps(usage_map.to_gemini(self._usage or Usage()))
+        usage_bytes = b',"usageMetadata":' + orjson.dumps(usage_map.render_usage(self._usage or Usage()))
         return (
             _HEAD + orjson.dumps(part) + b'],"role":"model"},' + cand + b',"index":0}]' + usage_bytes + self._tail
         )

@@ -10,38 +10,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.dialects.kit import count
 from gateway.events import Usage
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def from_gemini(meta: dict[str, Any]) -> Usage:
-    prompt = _int(meta.get("promptTokenCount"))
-    candidates = _int(meta.get("candidatesTokenCount"))
-    thoughts = _int(meta.get("thoughtsTokenCount"))
+def convert_usage(meta: object) -> Usage | None:
+    """A ``usageMetadata`` object (``None`` when it is not an object)."""
+    if not isinstance(meta, dict):
+        return None
+    prompt = count(meta.get("promptTokenCount"))
+    candidates = count(meta.get("candidatesTokenCount"))
+    thoughts = count(meta.get("thoughtsTokenCount"))
     output = None
     if candidates is not None or thoughts is not None:
         output = (candidates or 0) + (thoughts or 0)
     return Usage(
         input=prompt,
         output=output,
-        cache_read=_int(meta.get("cachedContentTokenCount")),
+        cache_read=count(meta.get("cachedContentTokenCount")),
         cache_write=None,
         reasoning=thoughts,
     )
 
 
-def early(meta: dict[str, Any]) -> Usage:
-    """The prompt side of a first chunk's ``usageMetadata``: what is known before the answer.
-    (Output counts so far are left out: clients that add the start's output to the end's count
-    would count them twice.)"""
-    return Usage(input=_int(meta.get("promptTokenCount")), cache_read=_int(meta.get("cachedContentTokenCount")))
-
-
-def to_gemini(usage: Usage) -> dict[str, Any]:
+def render_usage(usage: Usage | None) -> dict[str, Any]:
     """usageMetadata with the integers the SDKs read; thoughts/cached only when non-zero (as Gemini)."""
+    if usage is None:
+        usage = Usage()
     prompt = usage.input or 0
     output = usage.output or 0
     reasoning = usage.reasoning or 0

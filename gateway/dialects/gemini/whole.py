@@ -11,13 +11,13 @@ from typing import Any
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import arguments_object
-from gateway.events import Event, StreamError, Usage
+from gateway.events import Event, StreamError
 from gateway.reply import Reply
 from .sigs import to_caller
 
-from . import stop_reasons
-from . import usage as usage_map
-from .stream_decode import GeminiStreamDecoder
+from .stop_reasons import render_stop_reason
+from .stream_decode import DIALECT, GeminiStreamDecoder
+from .usage import render_usage
 
 
 def decode_whole(body: Any) -> list[Event]:
@@ -71,13 +71,13 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     if sig is not None:
         parts.append({"text": "", "thoughtSignature": sig})
     if reply.end is not None:
-        reason = stop_reasons.to_gemini(reply.end.reason, reply.end.raw_reason, ctx.upstream_dialect)
+        reason = render_stop_reason(reply.end, ctx.upstream_dialect == DIALECT)
     else:
         reason = "OTHER" if reply.error is not None else "STOP"
     candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "finishReason": reason, "index": 0}
     return {
         "candidates": [candidate],
-        "usageMetadata": usage_map.to_gemini(reply.usage or Usage()),
+        "usageMetadata": render_usage(reply.usage),
         "modelVersion": ctx.model,
         "responseId": reply.id or "",
     }

@@ -20,13 +20,11 @@ status.
 
 from __future__ import annotations
 
-from gateway.events import End
-
-DIALECT = "gemini-interactions"
+from gateway.events import End, StopReason
 
 TERMINAL_OK = frozenset({"completed", "requires_action", "incomplete", "budget_exceeded", "requires_continuation"})
 
-_DECODE = {
+FROM_WIRE: dict[str, StopReason] = {
     "completed": "stop",
     "requires_action": "tool_use",
     "incomplete": "length",
@@ -34,7 +32,7 @@ _DECODE = {
     "requires_continuation": "pause",
 }
 
-_ENCODE = {
+TO_WIRE: dict[str, str] = {
     "stop": "completed",
     "content_filter": "completed",
     "refusal": "completed",
@@ -61,18 +59,22 @@ _KNOWN = frozenset(
 )
 
 
-def end_for_status(status: str, saw_function_call: bool = False) -> End:
-    """The ``End`` for a non-failed terminal status (see the module docstring)."""
-    reason = _DECODE.get(status, "stop")
-    if reason == "stop" and saw_function_call:
-        reason = "tool_use"
-    return End(reason, status)  # type: ignore[arg-type]
+def map_stop_reason(raw: str | None, *, tool_called: bool = False, refusal: bool = False) -> StopReason:
+    """The normalised reason for a non-failed terminal ``status`` (see the module docstring); none,
+    or an unknown one, reads as ``stop``. The Interactions API has no refusal signal: ``refusal``
+    changes nothing."""
+    reason = FROM_WIRE.get(raw or "", "stop")
+    if reason == "stop" and tool_called:
+        return "tool_use"
+    return reason
 
 
-def status_for_end(end: End | None, upstream_dialect: str) -> str:
+_NOT_FINAL = frozenset({"in_progress", "queued", "idle"})
+
+
+def render_stop_reason(end: End, same_dialect: bool) -> str:
     """The interaction ``status`` a caller sees for ``end``."""
-    if end is None:
-        return "completed"
-    if upstream_dialect == DIALECT and end.raw_reason in _KNOWN and end.raw_reason not in ("in_progress", "queued", "idle"):
-        return end.raw_reason  # type: ignore[return-value]
-    return _ENCODE.get(end.reason, "completed")
+    raw = end.raw_reason
+    if same_dialect and raw is not None and raw in _KNOWN and raw not in _NOT_FINAL:
+        return raw
+    return TO_WIRE.get(end.reason, "completed")

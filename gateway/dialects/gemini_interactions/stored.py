@@ -58,5 +58,11 @@ class InteractionsStore:
     def cancel_problem(self, stored: dict[str, Any]) -> GatewayError | None:
         return None
 
+    def not_found(self, sid: str) -> GatewayError:
+        return GatewayError("not_found", f"interaction {sid!r} not found", 404)
+
+    def previous_not_found(self, sid: str) -> GatewayError:
+        return GatewayError("not_found", f"previous_interaction_id {sid!r} is unknown or expired", 404, param="previous_interaction_id")
+
 
 STORED = InteractionsStore()

@@ -20,39 +20,30 @@ from typing import Any
 import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
+from gateway.dialects.kit import Blocks, as_dict, bad_frame, frame_object
 from gateway.errors import kind_for_status
-from gateway.events import (
-    BlockStart,
-    BlockStop,
-    End,
-    Event,
-    MessageStart,
-    SignatureDelta,
-    StreamError,
-    TextDelta,
-    ThinkingDelta,
-    ToolArgsDelta,
-    Usage,
-)
+from gateway.events import BlockKind, End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
 from gateway.sse import SSEFrame
 
 from .errors import kind_for_code
-from .stop_reasons import end_for_status
-from .usage import usage_from_interactions
+from .stop_reasons import map_stop_reason
+from .usage import convert_usage
 
 DIALECT = "gemini-interactions"
 
-_STEP_KINDS = {"model_output": "text", "thought": "thinking", "function_call": "tool_call"}
+_STEP_KINDS: dict[object, BlockKind] = {"model_output": "text", "thought": "thinking", "function_call": "tool_call"}
 
 
-def _summary_text(summary: Any) -> str:
+def summary_text(summary: object) -> str:
+    """The text of a thought step's ``summary`` parts."""
     if not isinstance(summary, list):
         return ""
     texts = [s.get("text") for s in summary if isinstance(s, dict)]
     return "\n\n".join(t for t in texts if isinstance(t, str) and t)
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: object) -> str:
+    """The text of a ``model_output`` step's ``content`` parts."""
     if not isinstance(content, list):
         return ""
     return "".join(c["text"] for c in content if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str))
@@ -73,15 +64,15 @@ def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError 
 
 
 class InteractionsStreamDecoder:
-    __slots__ = ("_started", "_finished", "_held", "_steps", "_open", "_next_block", "_saw_call", "_usage", "interaction_id", "last_event_id")
+    __slots__ = ("_started", "_finished", "_held", "_steps", "_blocks", "_live", "_saw_call", "_usage", "interaction_id", "last_event_id")
 
     def __init__(self) -> None:
         self._started = False
         self._finished = False
         self._held: End | None = None  # End waiting for [DONE]
-        self._steps: dict[int, tuple[int, str]] = {}  # step index -> (block index, block kind)
-        self._open: set[int] = set()  # block indexes not yet stopped
-        self._next_block = 0
+        self._steps: dict[int, BlockKind] = {}  # step index -> its block's kind, for every step started
+        self._blocks = Blocks()  # keyed by the step index
+        self._live = self._blocks.live  # read per delta (the same dict, never replaced)
         self._saw_call = False
         self._usage: Usage | None = None  # the latest usage a status update or the completion stated
         # where to resume the upstream if its connection drops (see InteractionsCodec.resume_call)
@@ -96,44 +87,41 @@ class InteractionsStreamDecoder:
         text = frame.data
         if text == "[DONE]" or frame.event == "done":
             return self._done()
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError:
+        data = frame_object(frame)
+        if data is None:
             self._finished = True
-            return [StreamError("bad_gateway", f"upstream sent malformed JSON: {text[:200]!r}", 502)]
-        if not isinstance(data, dict):
-            self._finished = True
-            return [StreamError("bad_gateway", "upstream sent a JSON value that is not an object", 502)]
+            return [bad_frame(frame, DIALECT)]
         kind = data.get("event_type") or frame.event or ""
         event_id = data.get("event_id")
         if isinstance(event_id, str):
             self.last_event_id = event_id
-        if kind == "interaction.created" and isinstance(data.get("interaction"), dict):
-            iid = data["interaction"].get("id")
-            self.interaction_id = iid if isinstance(iid, str) else None
+        created = None
+        if kind == "interaction.created":
+            created = data.get("interaction")
+            if isinstance(created, dict):
+                iid = created.get("id")
+                self.interaction_id = iid if isinstance(iid, str) else None
         out: list[Event] = []
         if self._held is not None:
             if kind != "interaction.status_update":
                 warn_unknown(DIALECT, f"event {kind!r} after interaction.completed")
             return out
         if not self._started:
-            self._start(data.get("interaction") if kind == "interaction.created" else None, out)
+            self._start(created, out)
         if kind == "step.delta":
             self._delta(data, out)
         elif kind == "step.start":
             self._step_start(data, out)
         elif kind == "step.stop":
             idx = data.get("index")
-            entry = self._steps.get(idx) if isinstance(idx, int) else None
-            if entry is not None and entry[0] in self._open:
-                self._open.discard(entry[0])
-                out.append(BlockStop(entry[0]))
+            if isinstance(idx, int):
+                self._blocks.stop(idx, out)
         elif kind == "interaction.completed":
             self._completed(data, out)
         elif kind == "error":
             self._error(data, out)
         elif kind == "interaction.status_update":
-            usage = usage_from_interactions(data.get("usage"))
+            usage = convert_usage(data.get("usage"))
             if usage is not None:
                 self._usage = usage
                 out.append(usage)
@@ -154,25 +142,16 @@ class InteractionsStreamDecoder:
 
     # ------------------------------------------------------------------ helpers
 
-    def _start(self, interaction: Any, out: list[Event]) -> None:
+    def _start(self, interaction: object, out: list[Event]) -> None:
         self._started = True
         if isinstance(interaction, dict):
             out.append(MessageStart(str(interaction.get("id") or new_id("v1_")), str(interaction.get("model") or interaction.get("agent") or "")))
         else:
             out.append(MessageStart(new_id("v1_"), ""))
 
-    def _open_block(self, step_index: int, kind: str, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
-        index = self._next_block
-        self._next_block += 1
-        self._steps[step_index] = (index, kind)
-        self._open.add(index)
-        out.append(BlockStart(index, kind, call_id, name))  # type: ignore[arg-type]
-        return index
-
-    def _close_all(self, out: list[Event]) -> None:
-        for index in sorted(self._open):
-            out.append(BlockStop(index))
-        self._open.clear()
+    def _open_block(self, step_index: int, kind: BlockKind, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
+        self._steps[step_index] = kind
+        return self._blocks.start(kind, out, key=step_index, id=call_id, name=name)
 
     def _done(self) -> list[Event]:
         self._finished = True
@@ -188,7 +167,7 @@ class InteractionsStreamDecoder:
             warn_unknown(DIALECT, "step.start without index/step")
             return
         typ = step.get("type")
-        kind = _STEP_KINDS.get(typ)  # type: ignore[arg-type]
+        kind = _STEP_KINDS.get(typ)
         if kind is None:
             warn_unknown(DIALECT, f"step type {typ!r} (not translated)")
             return
@@ -202,7 +181,7 @@ class InteractionsStreamDecoder:
                 out.append(ToolArgsDelta(block, orjson.dumps(args).decode()))
         elif kind == "thinking":
             block = self._open_block(idx, kind, out)
-            text = _summary_text(step.get("summary"))
+            text = summary_text(step.get("summary"))
             if text:
                 out.append(ThinkingDelta(block, text))
             sig = step.get("signature")
@@ -210,9 +189,17 @@ class InteractionsStreamDecoder:
                 out.append(SignatureDelta(block, sig))
         else:
             block = self._open_block(idx, kind, out)
-            text = _content_text(step.get("content"))
+            text = content_text(step.get("content"))
             if text:
                 out.append(TextDelta(block, text))
+
+    def _block_for(self, idx: int, kind: BlockKind, out: list[Event]) -> int | None:
+        """The open block of step ``idx`` when it is of ``kind``; a delta before its step.start
+        opens one lazily; a stopped step, or one of another kind, has none."""
+        seen = self._steps.get(idx)
+        if seen is None:
+            return self._open_block(idx, kind, out)
+        return self._live.get(idx) if seen == kind else None
 
     def _delta(self, data: dict[str, Any], out: list[Event]) -> None:
         idx, delta = data.get("index"), data.get("delta")
@@ -220,40 +207,37 @@ class InteractionsStreamDecoder:
             warn_unknown(DIALECT, "step.delta without index/delta")
             return
         typ = delta.get("type")
-        entry = self._steps.get(idx)
-        if typ == "text":
+        if typ == "text":  # the hot path: _block_for written out
             text = delta.get("text")
             if isinstance(text, str) and text:
-                if entry is None:  # a delta before its step.start: open the text block lazily
-                    entry = (self._open_block(idx, "text", out), "text")
-                if entry[1] == "text" and entry[0] in self._open:
-                    out.append(TextDelta(entry[0], text))
+                seen = self._steps.get(idx)
+                block = self._open_block(idx, "text", out) if seen is None else self._live.get(idx) if seen == "text" else None
+                if block is not None:
+                    out.append(TextDelta(block, text))
         elif typ == "thought_summary":
-            content = delta.get("content")
-            text = content.get("text") if isinstance(content, dict) else None
+            text = as_dict(delta.get("content")).get("text")
             if isinstance(text, str) and text:
-                if entry is None:
-                    entry = (self._open_block(idx, "thinking", out), "thinking")
-                if entry[1] == "thinking" and entry[0] in self._open:
-                    out.append(ThinkingDelta(entry[0], text))
+                block = self._block_for(idx, "thinking", out)
+                if block is not None:
+                    out.append(ThinkingDelta(block, text))
         elif typ == "thought_signature":
             sig = delta.get("signature")
             if isinstance(sig, str) and sig:
-                if entry is None:
-                    entry = (self._open_block(idx, "thinking", out), "thinking")
-                if entry[1] == "thinking" and entry[0] in self._open:
-                    out.append(SignatureDelta(entry[0], sig))
+                block = self._block_for(idx, "thinking", out)
+                if block is not None:
+                    out.append(SignatureDelta(block, sig))
         elif typ == "arguments_delta":
             frag = delta.get("arguments")
-            if entry is not None and entry[1] == "tool_call" and entry[0] in self._open and isinstance(frag, str) and frag:
-                out.append(ToolArgsDelta(entry[0], frag))
+            block = self._live.get(idx) if self._steps.get(idx) == "tool_call" else None
+            if block is not None and isinstance(frag, str) and frag:
+                out.append(ToolArgsDelta(block, frag))
         else:
             warn_unknown(DIALECT, f"step.delta type {typ!r}")
 
     def _completed(self, data: dict[str, Any], out: list[Event]) -> None:
-        self._close_all(out)
-        interaction = data.get("interaction") if isinstance(data.get("interaction"), dict) else {}
-        usage = usage_from_interactions(interaction.get("usage"))
+        self._blocks.stop_all(out)
+        interaction = as_dict(data.get("interaction"))
+        usage = convert_usage(interaction.get("usage"))
         if usage is not None:
             self._usage = usage
             out.append(usage)
@@ -263,15 +247,16 @@ class InteractionsStreamDecoder:
             self._finished = True
             out.append(failure)
             return
-        self._held = end_for_status(status, self._saw_call)
+        self._held = End(map_stop_reason(status, tool_called=self._saw_call), status)
 
     def _error(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finished = True
-        err = data.get("error") if isinstance(data.get("error"), dict) else {}
+        err = as_dict(data.get("error"))
         code = err.get("code")
         raw = code if isinstance(code, str) and code else None
         kind, status = kind_for_code(raw)
         if isinstance(code, int) and not isinstance(code, bool):  # Google's generic {code: 503, status: UNAVAILABLE}
             kind, status = kind_for_status(code), code
-            raw = err["status"].lower() if isinstance(err.get("status"), str) else None
+            name = err.get("status")
+            raw = name.lower() if isinstance(name, str) else None
         out.append(StreamError(kind, str(err.get("message") or "upstream stream error"), status, raw or "internal"))

@@ -45,8 +45,8 @@ from gateway.events import (
 from gateway.sse import COMMENT_KEEPALIVE
 
 from .errors import code_for
-from .stop_reasons import status_for_end
-from .usage import usage_to_interactions
+from .stop_reasons import render_stop_reason
+from .usage import render_usage as usage_to_interactions
 
 DIALECT = "gemini-interactions"
 
@@ -203,7 +203,7 @@ class InteractionsStreamEncoder:
     def _end(self, end: End) -> bytes:
         out = self._close_steps()
         self._done = True
-        self.status = status_for_end(end, self._ctx.upstream_dialect)
+        self.status = render_stop_reason(end, self._ctx.upstream_dialect == DIALECT)
         obj = self.shell(self.status)
         obj["usage"] = usage_to_interactions(self._usage)
         obj["updated"] = iso_now()

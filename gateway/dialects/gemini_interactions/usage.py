@@ -10,30 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.dialects.kit import count
 from gateway.events import Usage
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def usage_from_interactions(u: Any) -> Usage | None:
+def convert_usage(u: object) -> Usage | None:
     """The ``usage`` object of an interaction; ``None`` when there is none."""
     if not isinstance(u, dict):
         return None
-    out = _int(u.get("total_output_tokens"))
-    thought = _int(u.get("total_thought_tokens"))
+    out = count(u.get("total_output_tokens"))
+    thought = count(u.get("total_thought_tokens"))
     output = None if out is None and thought is None else (out or 0) + (thought or 0)
     return Usage(
-        input=_int(u.get("total_input_tokens")),
+        input=count(u.get("total_input_tokens")),
         output=output,
-        cache_read=_int(u.get("total_cached_tokens")),
+        cache_read=count(u.get("total_cached_tokens")),
         cache_write=None,
         reasoning=thought,
     )
 
 
-def usage_to_interactions(u: Usage | None) -> dict[str, Any]:
+def render_usage(u: Usage | None) -> dict[str, Any]:
     """Every count the resource shows; unknown ones become 0 only here (the SDK types them as ints)."""
     if u is None:
         u = Usage()

@@ -15,14 +15,14 @@ import orjson
 from gateway import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id, warn_unknown
-from gateway.events import Event
+from gateway.events import End, Event
 from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import code_for
-from .stop_reasons import end_for_status, status_for_end
-from .stream_decode import _content_text, _summary_text, failure_for_status
+from .stop_reasons import map_stop_reason, render_stop_reason
+from .stream_decode import content_text, failure_for_status, summary_text
 from .stream_encode import iso_now
-from .usage import usage_from_interactions, usage_to_interactions
+from .usage import convert_usage, render_usage
 
 DIALECT = "gemini-interactions"
 _INPUT_STEPS = frozenset({"user_input", "function_result"})
@@ -40,12 +40,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             continue
         typ = step.get("type")
         if typ == "model_output":
-            text = _content_text(step.get("content"))
+            text = content_text(step.get("content"))
             if text:
                 reply.blocks.append(ReplyBlock("text", text))
         elif typ == "thought":
             sig = step.get("signature") if isinstance(step.get("signature"), str) else None
-            text = _summary_text(step.get("summary"))
+            text = summary_text(step.get("summary"))
             if text or sig:
                 reply.blocks.append(ReplyBlock("thinking", text, signature=sig or None))
         elif typ == "function_call":
@@ -61,13 +61,13 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             )
         elif typ not in _INPUT_STEPS:
             warn_unknown(DIALECT, f"step type {typ!r} (not translated)")
-    usage = usage_from_interactions(body.get("usage"))
+    usage = convert_usage(body.get("usage"))
     if usage is not None:
         reply.usage = usage
     if failure is not None:
         reply.error = failure
     else:
-        reply.end = end_for_status(status, saw_call)
+        reply.end = End(map_stop_reason(status, tool_called=saw_call), status)
     events = unfold(reply)
     if usage is None:
         events = [e for e in events if e is not reply.usage]
@@ -105,12 +105,17 @@ def _is_object(text: str) -> bool:
 def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = None, created: str | None = None) -> dict[str, Any]:
     now = iso_now()
     cancelled = reply.error is not None and reply.error.kind == "cancelled"  # a status, not a failure
-    status = "cancelled" if cancelled else "failed" if reply.error is not None else status_for_end(reply.end, ctx.upstream_dialect)
+    if cancelled:
+        status = "cancelled"
+    elif reply.error is not None:
+        status = "failed"
+    else:
+        status = render_stop_reason(reply.end, ctx.upstream_dialect == DIALECT) if reply.end is not None else "completed"
     obj: dict[str, Any] = {
         "id": interaction_id or ctx.response_id or new_id("v1_"),
         "status": status,
         "steps": steps_for_reply(reply, ctx),
-        "usage": usage_to_interactions(reply.usage),
+        "usage": render_usage(reply.usage),
         "created": created or now,
         "updated": now,
         "object": "interaction",

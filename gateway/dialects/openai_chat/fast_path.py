@@ -21,7 +21,7 @@ from gateway.dialects.base import FastPathRules, ModelPlace
 from gateway.events import Usage
 from gateway.sse import encode_frame
 
-from .usage import to_chat
+from .usage import render_usage as to_chat
 
 _NULL_FINISH = re.compile(r'"finish_reason"\s*:\s*null')
 

@@ -13,7 +13,7 @@ from gateway.events import End, StopReason
 
 DIALECT = "openai-chat"
 
-FROM_FINISH: dict[str, StopReason] = {
+FROM_WIRE: dict[str, StopReason] = {
     "stop": "stop",
     "length": "length",
     "tool_calls": "tool_use",
@@ -21,7 +21,7 @@ FROM_FINISH: dict[str, StopReason] = {
     "content_filter": "content_filter",
 }
 
-TO_FINISH: dict[str, str] = {
+TO_WIRE: dict[str, str] = {
     "stop": "stop",
     "length": "length",
     "tool_use": "tool_calls",
@@ -34,15 +34,16 @@ TO_FINISH: dict[str, str] = {
 FINISH_REASONS = frozenset(("stop", "length", "tool_calls", "content_filter", "function_call"))
 
 
-def from_finish(raw: str | None, *, refusal: bool = False) -> StopReason:
-    """The normalised reason for a Chat ``finish_reason``.
+def map_stop_reason(raw: str | None, *, tool_called: bool = False, refusal: bool = False) -> StopReason:
+    """The normalised reason for a Chat ``finish_reason`` (Chat says ``tool_calls`` itself, so
+    ``tool_called`` changes nothing).
 
     ``refusal`` is True when the answer streamed in ``delta.refusal``: Chat then still says ``stop``,
     but other dialects have a refusal stop reason, so it is surfaced as one.
     """
     if raw is None:
         return "stop"
-    reason = FROM_FINISH.get(raw)
+    reason = FROM_WIRE.get(raw)
     if reason is None:
         warn_unknown(DIALECT, f"finish_reason {raw!r}")
         reason = "stop"
@@ -51,8 +52,8 @@ def from_finish(raw: str | None, *, refusal: bool = False) -> StopReason:
     return reason
 
 
-def to_finish(end: End, same_dialect: bool) -> str:
+def render_stop_reason(end: End, same_dialect: bool) -> str:
     """The ``finish_reason`` a Chat caller sees; the raw value when the upstream speaks Chat too."""
-    if same_dialect and end.raw_reason in FINISH_REASONS:
-        return end.raw_reason  # type: ignore[return-value]
-    return TO_FINISH.get(end.reason, "stop")
+    if same_dialect and end.raw_reason is not None and end.raw_reason in FINISH_REASONS:
+        return end.raw_reason
+    return TO_WIRE.get(end.reason, "stop")

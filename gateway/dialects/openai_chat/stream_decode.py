@@ -22,23 +22,13 @@ from typing import Any
 import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
-from gateway.events import (
-    BlockStart,
-    BlockStop,
-    End,
-    Event,
-    MessageStart,
-    StreamError,
-    TextDelta,
-    ThinkingDelta,
-    ToolArgsDelta,
-    Usage,
-)
+from gateway.dialects.kit import Blocks, bad_frame, frame_object, prompt_side
+from gateway.events import BlockKind, End, Event, MessageStart, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
 from gateway.sse import SSEFrame
 
 from .errors import stream_error
-from .stop_reasons import from_finish
-from .usage import from_chat
+from .stop_reasons import map_stop_reason
+from .usage import convert_usage
 
 DIALECT = "openai-chat"
 
@@ -47,7 +37,7 @@ class ChatStreamDecoder:
     __slots__ = (
         "_started",
         "_done",
-        "_next",
+        "_blocks",
         "_content_kind",
         "_content_index",
         "_tools",
@@ -63,8 +53,8 @@ class ChatStreamDecoder:
     def __init__(self) -> None:
         self._started = False
         self._done = False
-        self._next = 0  # next block index
-        self._content_kind: str | None = None  # "text" | "thinking" while a content block is open
+        self._blocks = Blocks()
+        self._content_kind: BlockKind | None = None  # "text" | "thinking" while a content block is open
         self._content_index = -1
         self._tools: dict[int, int] = {}  # OpenAI tool ordinal -> block index
         self._tool_open: int | None = None  # ordinal of the open tool block
@@ -82,14 +72,10 @@ class ChatStreamDecoder:
         data = frame.data
         if data[:6] == "[DONE]":
             return self._finish_stream()
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
+        obj = frame_object(frame)
+        if obj is None:
             self._done = True
-            return [StreamError("bad_gateway", f"upstream sent malformed JSON in a chunk: {data[:200]!r}", 502)]
-        if not isinstance(obj, dict):
-            warn_unknown(DIALECT, "non-object chunk")
-            return []
+            return [bad_frame(frame, DIALECT)]
         error = obj.get("error")
         if error:
             self._done = True
@@ -101,12 +87,12 @@ class ChatStreamDecoder:
                 return []  # Azure's prompt_filter_results preamble
             self._started = True
             events.append(MessageStart(obj.get("id") or new_id("chatcmpl-"), obj.get("model") or ""))
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            self._usage = from_chat(usage)
-            if choices and not self._early_sent and self._usage.input is not None:
+        wire_usage = obj.get("usage")
+        if isinstance(wire_usage, dict):
+            usage = self._usage = convert_usage(wire_usage)
+            if usage is not None and choices and not self._early_sent and usage.input is not None:
                 self._early_sent = True
-                events.append(Usage(input=self._usage.input, cache_read=self._usage.cache_read))
+                events.append(prompt_side(usage))
         if choices:
             for choice in choices:
                 if not isinstance(choice, dict):
@@ -120,7 +106,7 @@ class ChatStreamDecoder:
                 if delta:
                     self._delta(delta, events)
                 finish = choice.get("finish_reason")
-                if finish:
+                if finish and isinstance(finish, str):
                     self._finish = finish
         return events
 
@@ -150,26 +136,24 @@ class ChatStreamDecoder:
                 if isinstance(call, dict):
                     self._tool_call(call, events)
 
-    def _content(self, kind: str, events: list[Event]) -> int:
+    def _content(self, kind: BlockKind, events: list[Event]) -> int:
         """The index of the open ``kind`` content block, opening one (and closing others) if needed."""
         if self._content_kind == kind:
             return self._content_index
         self._close_content(events)
         self._close_tool(events)
-        index = self._next
-        self._next += 1
+        index = self._blocks.start(kind, events)
         self._content_kind, self._content_index = kind, index
-        events.append(BlockStart(index, kind))  # type: ignore[arg-type]
         return index
 
     def _close_content(self, events: list[Event]) -> None:
         if self._content_kind is not None:
-            events.append(BlockStop(self._content_index))
+            self._blocks.stop(self._content_index, events)
             self._content_kind = None
 
     def _close_tool(self, events: list[Event]) -> None:
         if self._tool_open is not None:
-            events.append(BlockStop(self._tools[self._tool_open]))
+            self._blocks.stop(self._tools[self._tool_open], events)
             self._closed_tools.add(self._tool_open)
             self._tool_open = None
 
@@ -186,12 +170,10 @@ class ChatStreamDecoder:
         if index is None:
             self._close_content(events)
             self._close_tool(events)
-            index = self._next
-            self._next += 1
+            call_id = call.get("id") or new_id("call_")
+            index = self._blocks.start("tool_call", events, id=call_id, name=function.get("name") or "")
             self._tools[ordinal] = index
             self._tool_open = ordinal
-            call_id = call.get("id") or new_id("call_")
-            events.append(BlockStart(index, "tool_call", id=call_id, name=function.get("name") or ""))
         elif ordinal in self._closed_tools:
             warn_unknown(DIALECT, "arguments for a tool call after a later one started (dropped)")
             return
@@ -213,8 +195,9 @@ class ChatStreamDecoder:
             events.append(MessageStart(new_id("chatcmpl-"), ""))
         self._close_content(events)
         self._close_tool(events)
+        self._blocks.stop_all(events)
         events.append(self._usage or Usage())
         if self._finish is None:
             warn_unknown(DIALECT, "stream without finish_reason")
-        events.append(End(from_finish(self._finish, refusal=self._refusal), self._finish))
+        events.append(End(map_stop_reason(self._finish, refusal=self._refusal), self._finish))
         return events

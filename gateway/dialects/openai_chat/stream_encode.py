@@ -47,8 +47,8 @@ from gateway.signatures import PREFIX, for_caller, pack
 from gateway.sse import COMMENT_KEEPALIVE
 
 from .errors import error_object
-from .stop_reasons import to_finish
-from .usage import to_chat
+from .stop_reasons import render_stop_reason as to_finish
+from .usage import render_usage as to_chat
 
 DIALECT = "openai-chat"
 DONE = b"data: [DONE]\n\n"

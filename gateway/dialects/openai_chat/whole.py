@@ -19,9 +19,9 @@ from gateway.events import End, Event, MessageStart, Usage
 from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import stream_error
-from .stop_reasons import from_finish, to_finish
+from .stop_reasons import map_stop_reason, render_stop_reason
 from .stream_encode import DIALECT, packed_signature
-from .usage import from_chat, to_chat
+from .usage import convert_usage, render_usage
 
 
 def decode_whole(body: dict[str, Any]) -> list[Event]:
@@ -58,9 +58,8 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             reply.blocks.append(
                 ReplyBlock("tool_call", arguments if isinstance(arguments, str) else "", id=call.get("id") or new_id("call_"), name=function.get("name") or "")
             )
-    usage = body.get("usage")
-    reply.usage = from_chat(usage) if isinstance(usage, dict) else Usage()
-    reply.end = End(from_finish(finish, refusal=refusal), finish)
+    reply.usage = convert_usage(body.get("usage")) or Usage()
+    reply.end = End(map_stop_reason(finish, refusal=refusal), finish)
     return unfold(reply)
 
 
@@ -99,14 +98,14 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         message["tool_calls"] = tool_calls
     if thinking:
         message["reasoning_content"] = "".join(thinking)
-    finish = to_finish(reply.end, same) if reply.end is not None else "stop"
+    finish = render_stop_reason(reply.end, same) if reply.end is not None else "stop"
     return {
         "id": reply.id if same and reply.id else new_id("chatcmpl-"),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": ctx.model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-        "usage": to_chat(reply.usage),
+        "usage": render_usage(reply.usage),
         "system_fingerprint": None,
     }
 

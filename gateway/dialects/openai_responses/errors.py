@@ -94,4 +94,8 @@ def render_error(err: GatewayError) -> tuple[int, dict[str, Any]]:
     if status == 529:  # Anthropic's overloaded status means nothing to OpenAI SDKs
         status = 503
     typ, code = error_type_code(err.kind, err.raw, err.origin)
+    if err.kind == "not_found" and not (err.raw and err.origin in _SAME_FAMILY):
+        # as OpenAI answers: a missing model has code model_not_found; a missing stored response
+        # (``No response found with id …``) or URL has none
+        code = "model_not_found" if err.param == "model" else None
     return status, error_body(err.message, typ, code, err.param)

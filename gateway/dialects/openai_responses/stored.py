@@ -73,5 +73,15 @@ class ResponsesStore:
             return GatewayError("invalid_request", "Only responses created with background=true can be cancelled.", 400)
         return None
 
+    def not_found(self, sid: str) -> GatewayError:
+        """OpenAI's own 404: ``invalid_request_error``, ``param`` and ``code`` null (see errors.py)."""
+        return GatewayError("not_found", f"No response found with id '{sid}'.", 404)
+
+    def previous_not_found(self, sid: str) -> GatewayError:
+        """OpenAI's own answer: a 400 with code ``previous_response_not_found``, not a 404."""
+        return GatewayError(
+            "invalid_request", f"Previous response with id '{sid}' not found.", 400, raw="previous_response_not_found", origin="openai-responses", param="previous_response_id"
+        )
+
 
 STORED = ResponsesStore()

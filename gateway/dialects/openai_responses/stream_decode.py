@@ -18,29 +18,18 @@ upstream that skips deltas still yields the whole answer. The terminator is one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from gateway.dialects.common import new_id, warn_unknown
-from gateway.events import (
-    BlockStart,
-    BlockStop,
-    Event,
-    MessageStart,
-    SignatureDelta,
-    StreamError,
-    TextDelta,
-    ThinkingDelta,
-    ToolArgsDelta,
-    Usage,
-)
+from gateway.dialects.kit import Blocks, as_dict, as_list, bad_frame, frame_object
+from gateway.events import BlockKind, End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
 from gateway.sse import SSEFrame
 
 from .errors import kind_for_code
 from .request_parse import NS_SEP
-from .stop_reasons import end_for_completed, end_for_incomplete
-from .usage import usage_from_responses
+from .stop_reasons import COMPLETED, map_stop_reason
+from .usage import convert_usage
 
 DIALECT = "openai-responses"
 
@@ -64,7 +53,7 @@ _IGNORED = frozenset(
 class _Item:
     """One output item: its kind and the block(s) it opened."""
 
-    __slots__ = ("kind", "block", "parts", "emitted", "signature", "summary_index", "sep", "closed")
+    __slots__ = ("kind", "block", "parts", "emitted", "signature", "sep", "closed")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -72,14 +61,8 @@ class _Item:
         self.parts: dict[int, list[int]] = {}  # message: content_index -> [block index, chars emitted]
         self.emitted = 0  # chars of arguments / thinking emitted
         self.signature: str | None = None
-        self.summary_index = 0
         self.sep = False  # the next thinking delta starts a new summary part
         self.closed = False
-
-
-def _list(value: Any) -> list[Any]:
-    """A field that should be an array; anything else reads as empty (decoders never throw)."""
-    return value if isinstance(value, list) else []
 
 
 def tool_name(item: dict[str, Any]) -> str:
@@ -90,10 +73,12 @@ def tool_name(item: dict[str, Any]) -> str:
 
 
 class ResponsesStreamDecoder:
+    __slots__ = ("_started", "_finished", "_blocks", "_items", "_by_id", "_saw_call", "_usage")
+
     def __init__(self) -> None:
         self._started = False
         self._finished = False
-        self._next_block = 0
+        self._blocks = Blocks()
         self._items: dict[int, _Item] = {}
         self._by_id: dict[str, int] = {}
         self._saw_call = False
@@ -104,19 +89,15 @@ class ResponsesStreamDecoder:
     def feed(self, frame: SSEFrame) -> list[Event]:
         if self._finished:
             return []
-        try:
-            data = orjson.loads(frame.data)
-        except orjson.JSONDecodeError:
+        data = frame_object(frame)
+        if data is None:
             self._finished = True
-            return [StreamError("bad_gateway", f"upstream sent malformed JSON: {frame.data[:200]!r}", 502)]
-        if not isinstance(data, dict):
-            self._finished = True
-            return [StreamError("bad_gateway", "upstream sent a JSON value that is not an object", 502)]
+            return [bad_frame(frame, DIALECT)]
         kind = data.get("type")
         if not isinstance(kind, str) or not kind:
             kind = frame.event or ""
         out: list[Event] = []
-        if not self._started and kind not in ("error",):
+        if not self._started and kind != "error":
             self._start(data.get("response"), out)
         handler = _HANDLERS.get(kind)
         if handler is not None:
@@ -136,7 +117,7 @@ class ResponsesStreamDecoder:
 
     # ------------------------------------------------------------------ helpers
 
-    def _start(self, response: Any, out: list[Event]) -> None:
+    def _start(self, response: object, out: list[Event]) -> None:
         self._started = True
         if isinstance(response, dict):
             out.append(MessageStart(str(response.get("id") or new_id("resp_")), str(response.get("model") or "")))
@@ -154,11 +135,8 @@ class ResponsesStreamDecoder:
             return self._items.get(self._by_id[item_id])
         return None
 
-    def _open(self, kind: str, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
-        index = self._next_block
-        self._next_block += 1
-        out.append(BlockStart(index, kind, call_id, name))  # type: ignore[arg-type]
-        return index
+    def _open(self, kind: BlockKind, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
+        return self._blocks.start(kind, out, id=call_id, name=name)
 
     def _text_part(self, data: dict[str, Any], out: list[Event]) -> list[int] | None:
         item = self._item(data)
@@ -167,16 +145,18 @@ class ResponsesStreamDecoder:
             if not isinstance(idx, int):
                 return None
             item = self._items[idx] = _Item("message")
-        if item.kind != "message":
+        if item.kind != "message" or item.closed:  # nothing reaches an item after its output_item.done
             return None
-        ci = data.get("content_index") if isinstance(data.get("content_index"), int) else 0
+        ci = data.get("content_index")
+        if not isinstance(ci, int):
+            ci = 0
         part = item.parts.get(ci)
         if part is None:
             part = item.parts[ci] = [self._open("text", out), 0]
         return part
 
     def _thinking(self, item: _Item, text: str, out: list[Event]) -> None:
-        if not text:
+        if not text or item.closed:
             return
         if item.block is None:
             item.block = self._open("thinking", out)
@@ -189,22 +169,20 @@ class ResponsesStreamDecoder:
     def _close_all(self, out: list[Event]) -> None:
         for item in self._items.values():
             self._close_item(item, out)
+        self._blocks.stop_all(out)  # none left open, unless the upstream skipped an item's done
 
     def _close_item(self, item: _Item, out: list[Event]) -> None:
         if item.closed:
             return
         item.closed = True
         for part in item.parts.values():
-            out.append(BlockStop(part[0]))
+            self._blocks.stop(part[0], out)
         if item.block is not None:
             if item.signature:
                 out.append(SignatureDelta(item.block, item.signature))
-            out.append(BlockStop(item.block))
+            self._blocks.stop(item.block, out)
 
     # ------------------------------------------------------------------ handlers
-
-    def _created(self, data: dict[str, Any], out: list[Event]) -> None:
-        return None
 
     def _item_added(self, data: dict[str, Any], out: list[Event]) -> None:
         idx, raw = data.get("output_index"), data.get("item")
@@ -264,7 +242,7 @@ class ResponsesStreamDecoder:
     def _args_delta(self, data: dict[str, Any], out: list[Event]) -> None:
         item = self._item(data)
         delta = data.get("delta")
-        if item is None or item.block is None or item.kind != "function_call" or not isinstance(delta, str) or not delta:
+        if item is None or item.block is None or item.kind != "function_call" or item.closed or not isinstance(delta, str) or not delta:
             return
         item.emitted += len(delta)
         out.append(ToolArgsDelta(item.block, delta))
@@ -272,7 +250,7 @@ class ResponsesStreamDecoder:
     def _args_done(self, data: dict[str, Any], out: list[Event]) -> None:
         item = self._item(data)
         args = data.get("arguments")
-        if item is not None and item.block is not None and item.kind == "function_call" and isinstance(args, str) and len(args) > item.emitted:
+        if item is not None and item.block is not None and item.kind == "function_call" and not item.closed and isinstance(args, str) and len(args) > item.emitted:
             out.append(ToolArgsDelta(item.block, args[item.emitted:]))
             item.emitted = len(args)
 
@@ -299,7 +277,7 @@ class ResponsesStreamDecoder:
                 return
         kind = item.kind
         if kind == "message" and not item.parts:
-            for ci, part in enumerate(_list(raw.get("content"))):
+            for ci, part in enumerate(as_list(raw.get("content"))):
                 if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
                     text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
                     if isinstance(text, str) and text:
@@ -311,9 +289,9 @@ class ResponsesStreamDecoder:
             if isinstance(enc, str) and enc:
                 item.signature = enc
             if not item.emitted:
-                texts = [s.get("text") for s in _list(raw.get("summary")) if isinstance(s, dict)]
+                texts = [s.get("text") for s in as_list(raw.get("summary")) if isinstance(s, dict)]
                 if not any(texts):
-                    texts = [c.get("text") for c in _list(raw.get("content")) if isinstance(c, dict)]
+                    texts = [c.get("text") for c in as_list(raw.get("content")) if isinstance(c, dict)]
                 self._thinking(item, "\n\n".join(t for t in texts if isinstance(t, str) and t), out)
             if item.block is None and item.signature:
                 item.block = self._open("thinking", out)
@@ -321,37 +299,37 @@ class ResponsesStreamDecoder:
 
     def _completed(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finish(data, out)
-        out.append(end_for_completed(self._saw_call))
+        out.append(End(map_stop_reason(COMPLETED, tool_called=self._saw_call), COMPLETED))
 
     def _incomplete(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finish(data, out)
-        response = data.get("response") if isinstance(data.get("response"), dict) else {}
-        details = response.get("incomplete_details")
+        details = as_dict(data.get("response")).get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
-        out.append(end_for_incomplete(reason if isinstance(reason, str) else None))
+        reason = reason if isinstance(reason, str) else None
+        out.append(End(map_stop_reason(reason), reason))
 
     def _finish(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finished = True
         self._close_all(out)
         response = data.get("response")
-        usage = usage_from_responses(response.get("usage")) if isinstance(response, dict) else None
+        usage = convert_usage(response.get("usage")) if isinstance(response, dict) else None
         if usage is not None:
             self._usage = usage
             out.append(usage)
 
     def _failed(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finished = True
-        response = data.get("response") if isinstance(data.get("response"), dict) else {}
+        response = as_dict(data.get("response"))
         if response.get("status") == "cancelled":  # how a cancelled response's stream ends (see stream_encode)
-            usage = usage_from_responses(response.get("usage"))
+            usage = convert_usage(response.get("usage"))
             if usage is not None:
                 out.append(usage)
             out.append(StreamError("cancelled", "the response was cancelled", 499, "cancelled"))
             return
-        err = response.get("error") if isinstance(response.get("error"), dict) else {}
+        err = as_dict(response.get("error"))
         code = err.get("code") if isinstance(err.get("code"), str) else None
         kind, status = kind_for_code(code)
-        usage = usage_from_responses(response.get("usage"))  # a failed response still states what it used
+        usage = convert_usage(response.get("usage"))  # a failed response still states what it used
         if usage is not None:
             self._usage = usage
             out.append(usage)
@@ -361,16 +339,22 @@ class ResponsesStreamDecoder:
         if not self._started:
             self._start(None, out)
         self._finished = True
-        err = data.get("error") if isinstance(data.get("error"), dict) else data
+        inner = data.get("error")
+        err = inner if isinstance(inner, dict) else data
         code = err.get("code") if isinstance(err.get("code"), str) else None
         typ = err.get("type") if isinstance(err.get("type"), str) and err.get("type") != "error" else None
         raw = code or typ
         kind, status = kind_for_code(raw)
         out.append(StreamError(kind, str(err.get("message") or "upstream stream error"), status, raw or "server_error"))
 
+    def _nothing(self, data: dict[str, Any], out: list[Event]) -> None:
+        return None
 
-_HANDLERS = {
-    "response.created": ResponsesStreamDecoder._created,
+
+_Handler = Callable[[ResponsesStreamDecoder, dict[str, Any], list[Event]], None]
+
+_HANDLERS: dict[str, _Handler] = {
+    "response.created": ResponsesStreamDecoder._nothing,
     "response.output_item.added": ResponsesStreamDecoder._item_added,
     "response.content_part.added": ResponsesStreamDecoder._part_added,
     "response.output_text.delta": ResponsesStreamDecoder._text_delta,
@@ -382,8 +366,8 @@ _HANDLERS = {
     "response.reasoning_summary_part.added": ResponsesStreamDecoder._summary_part_added,
     "response.reasoning_summary_text.delta": ResponsesStreamDecoder._reasoning_delta,
     "response.reasoning_text.delta": ResponsesStreamDecoder._reasoning_delta,
-    "response.reasoning_summary_text.done": lambda self, data, out: None,
-    "response.reasoning_text.done": lambda self, data, out: None,
+    "response.reasoning_summary_text.done": ResponsesStreamDecoder._nothing,
+    "response.reasoning_text.done": ResponsesStreamDecoder._nothing,
     "response.output_item.done": ResponsesStreamDecoder._item_done,
     "response.completed": ResponsesStreamDecoder._completed,
     "response.incomplete": ResponsesStreamDecoder._incomplete,

@@ -9,29 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.dialects.kit import count
 from gateway.events import Usage
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def usage_from_responses(u: Any) -> Usage | None:
+def convert_usage(u: object) -> Usage | None:
     """The ``usage`` object of a response; ``None`` when the upstream sent none (failed responses)."""
     if not isinstance(u, dict):
         return None
     in_details = u.get("input_tokens_details")
     out_details = u.get("output_tokens_details")
     return Usage(
-        input=_int(u.get("input_tokens")),
-        output=_int(u.get("output_tokens")),
-        cache_read=_int(in_details.get("cached_tokens")) if isinstance(in_details, dict) else None,
+        input=count(u.get("input_tokens")),
+        output=count(u.get("output_tokens")),
+        cache_read=count(in_details.get("cached_tokens")) if isinstance(in_details, dict) else None,
         cache_write=None,
-        reasoning=_int(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None,
+        reasoning=count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None,
     )
 
 
-def usage_to_responses(u: Usage | None) -> dict[str, Any]:
+def render_usage(u: Usage | None) -> dict[str, Any]:
     """The SDK's ``ResponseUsage`` requires every integer: unknown counts become 0 only here."""
     if u is None:
         u = Usage()

@@ -12,14 +12,15 @@ from typing import Any
 from gateway import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.kit import as_list
 from gateway.events import End, Event, StreamError
 from gateway.ir import ChatRequest
 from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import error_type_code, kind_for_code
-from .stop_reasons import end_for_completed, end_for_incomplete, terminal_for_end
-from .stream_decode import _list, tool_name
-from .usage import usage_from_responses, usage_to_responses
+from .stop_reasons import COMPLETED, map_stop_reason, render_stop_reason
+from .stream_decode import tool_name
+from .usage import convert_usage, render_usage
 
 DIALECT = "openai-responses"
 
@@ -36,37 +37,39 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
         return [StreamError(kind, str(e.get("message") or "the response failed"), status, code or "server_error")]
     reply = Reply(id=str(body.get("id") or new_id("resp_")), model=str(body.get("model") or ""))
     saw_call = False
-    for item in _list(body.get("output")):
+    for item in as_list(body.get("output")):
         if not isinstance(item, dict):
             continue
-        kind = item.get("type")
-        if kind == "message":
-            for part in _list(item.get("content")):
+        item_type = item.get("type")
+        if item_type == "message":
+            for part in as_list(item.get("content")):
                 if isinstance(part, dict):
-                    text = part.get("text") if part.get("type") == "output_text" else part.get("refusal") if part.get("type") == "refusal" else None
-                    if isinstance(text, str):
-                        reply.blocks.append(ReplyBlock("text", text))
-        elif kind == "function_call":
+                    part_type = part.get("type")
+                    part_text = part.get("text") if part_type == "output_text" else part.get("refusal") if part_type == "refusal" else None
+                    if isinstance(part_text, str):
+                        reply.blocks.append(ReplyBlock("text", part_text))
+        elif item_type == "function_call":
             saw_call = True
-            args = item.get("arguments") if isinstance(item.get("arguments"), str) else ""
-            reply.blocks.append(ReplyBlock("tool_call", args, id=str(item.get("call_id") or item.get("id") or ""), name=tool_name(item)))
-        elif kind == "reasoning":
-            texts = [s.get("text") for s in _list(item.get("summary")) if isinstance(s, dict)]
+            args = item.get("arguments")
+            reply.blocks.append(ReplyBlock("tool_call", args if isinstance(args, str) else "", id=str(item.get("call_id") or item.get("id") or ""), name=tool_name(item)))
+        elif item_type == "reasoning":
+            texts = [s.get("text") for s in as_list(item.get("summary")) if isinstance(s, dict)]
             if not any(texts):
-                texts = [c.get("text") for c in _list(item.get("content")) if isinstance(c, dict)]
+                texts = [c.get("text") for c in as_list(item.get("content")) if isinstance(c, dict)]
             text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
             enc = item.get("encrypted_content") if isinstance(item.get("encrypted_content"), str) else None
             if text or enc:
                 reply.blocks.append(ReplyBlock("thinking", text, signature=enc or None))
-    usage = usage_from_responses(body.get("usage"))
+    usage = convert_usage(body.get("usage"))
     if usage is not None:
         reply.usage = usage
     if body.get("status") == "incomplete":
         details = body.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
-        reply.end = end_for_incomplete(reason if isinstance(reason, str) else None)
+        reason = reason if isinstance(reason, str) else None
+        reply.end = End(map_stop_reason(reason), reason)
     else:
-        reply.end = end_for_completed(saw_call)
+        reply.end = End(map_stop_reason(COMPLETED, tool_called=saw_call), COMPLETED)
     events = unfold(reply)
     if usage is None:
         events = [e for e in events if e is not reply.usage]
@@ -156,16 +159,16 @@ def finish_object(obj: dict[str, Any], output: list[dict[str, Any]], reply_end: 
     obj["output"] = output
     if error is not None and error.kind == "cancelled":  # a status of the response, not a failure
         obj["status"] = "cancelled"
-        obj["usage"] = usage_to_responses(usage)
+        obj["usage"] = render_usage(usage)
         return
     if error is not None:
         typ, code = error_type_code(error.kind, error.raw, upstream_dialect)
         obj["status"] = "failed"
         obj["error"] = {"code": code or typ, "message": error.message}
         return
-    status, reason = terminal_for_end(reply_end, upstream_dialect)
+    status, reason = render_stop_reason(reply_end, upstream_dialect == DIALECT)
     obj["status"] = status
-    obj["usage"] = usage_to_responses(usage)
+    obj["usage"] = render_usage(usage)
     if reason is not None:
         obj["incomplete_details"] = {"reason": reason}
     else:

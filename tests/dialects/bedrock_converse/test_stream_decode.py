@@ -9,7 +9,7 @@ from gateway.dialects.bedrock_converse import CODEC
 from gateway.events import BlockStart, BlockStop, End, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
 from gateway.reply import fold
 from gateway.sse import SSEFrame
-from tests.dialects.test_anthropic_decode import check_contract
+from tests.support.event_contract import check_events
 
 from .conftest import STREAMS, decode, frames_of, load
 
@@ -17,7 +17,7 @@ from .conftest import STREAMS, decode, frames_of, load
 @pytest.mark.parametrize("name", STREAMS)
 def test_fixture_keeps_the_contract_and_folds_to_the_answer(name: str) -> None:
     events = decode(frames_of(name))
-    check_contract(events)
+    check_events(events, usage=True)
     want = load(name)["want"]
     reply = fold(events)
     assert [b.kind for b in reply.blocks] == want["kinds"]
@@ -91,7 +91,7 @@ def test_a_new_kind_at_an_open_index_is_a_new_block() -> None:
 )
 def test_exception_frames(exception: str, kind: str, status: int) -> None:
     events = decode([*frames_of("text")[:2], SSEFrame('{"message":"went wrong"}', event=exception)])
-    check_contract(events)
+    check_events(events, usage=True)
     err = events[-1]
     assert isinstance(err, StreamError) and (err.kind, err.status, err.message) == (kind, status, "went wrong")
     assert err.raw == exception[0].upper() + exception[1:]
@@ -109,7 +109,7 @@ def test_nothing_follows_the_end_or_an_error() -> None:
 def test_eof_before_metadata_is_truncation(cut: int) -> None:
     """Cut after messageStart, mid-text, after contentBlockStop, and after messageStop (usage lost)."""
     events = decode(frames_of("text")[:cut])
-    check_contract(events)
+    check_events(events, usage=True)
     assert isinstance(events[-1], StreamError) and events[-1].kind == "truncated"
 
 
@@ -140,18 +140,18 @@ def test_unknown_events_and_blocks_are_skipped() -> None:
         SSEFrame('{"whatever":1}', event="someNewEvent"),
     ]
     events = decode([*frames[:2], *extra, *frames[2:]])
-    check_contract(events)
+    check_events(events, usage=True)
     assert fold(events).text == "Hello! 你好 — text"
 
 
 def test_malformed_payload_is_a_bad_gateway_error() -> None:
     events = decode([frames_of("text")[0], SSEFrame("{not json", event="contentBlockDelta")])
     assert isinstance(events[-1], StreamError) and events[-1].kind == "bad_gateway"
-    check_contract(events)
+    check_events(events, usage=True)
 
 
 def test_an_empty_content_block_start_leaves_the_block_to_its_deltas() -> None:
     frames = frames_of("text")
     events = decode([frames[0], SSEFrame('{"contentBlockIndex":0,"start":{}}', event="contentBlockStart"), *frames[1:]])
-    check_contract(events)
+    check_events(events, usage=True)
     assert fold(events).text == "Hello! 你好 — text"

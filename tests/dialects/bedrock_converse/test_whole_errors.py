@@ -8,22 +8,22 @@ import pytest
 
 from gateway.dialects.base import EncodeContext, RequestMeta
 from gateway.dialects.bedrock_converse import CODEC
-from gateway.dialects.bedrock_converse.stop_reasons import from_converse as stop_from
-from gateway.dialects.bedrock_converse.usage import from_converse as usage_from
+from gateway.dialects.bedrock_converse.stop_reasons import map_stop_reason as stop_from
+from gateway.dialects.bedrock_converse.usage import convert_usage as usage_from
 from gateway.dialects.registry import available, codec_for
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, MessageStart, StreamError, Usage
 from gateway.ir import ChatRequest
 from gateway.reply import Reply, fold
 from gateway.settings import Settings
-from tests.dialects.test_anthropic_decode import check_contract
+from tests.support.event_contract import check_events
 
 from .conftest import load
 
 
 def test_whole_reply() -> None:
     events = CODEC.decode_whole(load("whole.tool_call"))
-    check_contract(events)
+    check_events(events, usage=True)
     reply = fold(events)
     assert [b.kind for b in reply.blocks] == ["thinking", "text", "tool_call"]  # citations skipped, renumbered
     assert reply.blocks[0].text == "The weather tool needs a city." and reply.blocks[0].signature == "EqoBCkgIBxABGAIiQFx"
@@ -41,7 +41,7 @@ def test_whole_reply_redacted_and_stop_sequence() -> None:
         "usage": {"inputTokens": 5, "outputTokens": 4, "totalTokens": 9},
     }
     events = CODEC.decode_whole(body)
-    check_contract(events)
+    check_events(events, usage=True)
     assert BlockStart(0, "redacted_thinking", data="b3BhcXVl") in events
     assert events[-1] == End("stop", "stop_sequence", "END")
 
@@ -89,9 +89,9 @@ def test_stop_reasons(raw: str | None, reason: str) -> None:
 def test_every_stop_reason_of_the_service_model_is_mapped() -> None:
     session = pytest.importorskip("botocore.session")
     shape = session.get_session().get_service_model("bedrock-runtime").shape_for("StopReason")
-    from gateway.dialects.bedrock_converse.stop_reasons import FROM_CONVERSE
+    from gateway.dialects.bedrock_converse.stop_reasons import FROM_WIRE
 
-    assert set(shape.enum) <= set(FROM_CONVERSE)
+    assert set(shape.enum) <= set(FROM_WIRE)
 
 
 @pytest.mark.parametrize(
