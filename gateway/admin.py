@@ -27,14 +27,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.keys import check_name, hash_key, new_secret, parse_time, validate_limits
+from gateway.key_names import check_name
+from gateway.keys import hash_key, new_secret, parse_time, validate_limits
 from gateway.periods import period_bounds
 from gateway.prices import NANO
 from gateway.store.counters import SPEND_FIELDS
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
     from gateway.keys import KeySpec
+    from gateway.state import GatewayState
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -98,7 +99,9 @@ class Admin:
 
     @property
     def store(self) -> Any:
-        return self.state.stateful.store
+        stateful = self.state.stateful
+        assert stateful is not None  # the handlers answer 503 before this while the store is not open
+        return stateful.store
 
     async def _body(self, request: Request) -> dict[str, Any]:
         try:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import cast
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -20,44 +20,31 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
+from gateway.auth import Authenticator
+from gateway.console.stats import Recent
 from gateway.dialects.base import ModelAction, RequestMeta
 from gateway.dialects.registry import available, caller_dialects, codec_for
 from gateway.edge import EdgeGuard, error_response, scope_dialect
 from gateway.errors import GatewayError
+from gateway.inspector import from_settings
+from gateway.keys import REFRESH_SECONDS, KeyRing
+from gateway.ledger import Ledger
+from gateway.limits import Limiter
 from gateway.models_endpoints import ModelsEndpoints
 from gateway.observe import Observer
 from gateway.platforms import check_platforms
+from gateway.prices import PriceBook
 from gateway.relay import Relay
 from gateway.router import Router
 from gateway.routing import Routing
 from gateway.settings import Settings
+from gateway.state import GatewayState
 from gateway.stateful import Stateful
-from gateway.store import open_store
+from gateway.store import Store, open_store
+from gateway.telemetry_setup import telemetry_from_settings
 from gateway.upstream import Provider
 
 log = logging.getLogger("gateway")
-
-
-@dataclass
-class GatewayState:
-    settings: Settings
-    router: Router
-    providers: dict[str, Provider]
-    keys: list[str]
-    observer: Observer
-    live_streams: set[Any] = field(default_factory=set)
-    shutting_down: bool = False
-    fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
-    stateful: Any = None  # gateway.stateful.Stateful once the store is open (lifespan)
-    routing: Any = None  # gateway.routing.Routing: balancing, cooldowns, affinity (shared through the store)
-    telemetry: Any = None  # gateway.telemetry.Telemetry when an OTLP endpoint is set; None: off, no spans
-    started: float = field(default_factory=time.time)
-    inspector: Any = None  # gateway.inspector.Inspector: the kept wire captures ([inspector])
-    console: Any = None  # gateway.console.stats.Recent when [admin] is set: recent records, live figures
-    keys_ring: Any = None  # gateway.keys.KeyRing: named keys (config + admin API)
-    auth: Any = None  # gateway.auth.Authenticator
-    ledger: Any = None  # gateway.ledger.Ledger: cost and settlement of every request
-    limiter: Any = None  # gateway.limits.Limiter: a named key's limits, before the upstream
 
 
 class DialectEndpoint:
@@ -111,7 +98,7 @@ def dialect_routes(state: GatewayState, relay: Relay) -> list[Route]:
     routes = []
     for dialect in caller_dialects():
         for r in codec_for(dialect).routes:
-            endpoint: Any
+            endpoint: Callable[[Scope, Receive, Send], Awaitable[None]]
             if r.kind == "call":
                 endpoint = DialectEndpoint(relay, dialect)
             elif r.kind == "count":
@@ -168,36 +155,36 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
 
 
 def create_state(settings: Settings) -> GatewayState:
+    """Everything a running gateway holds, before the store is open (see ``create_app``'s lifespan)."""
     check_platforms(settings)  # settings complete, each platform's extra installed: fail now, naming it
     providers = {p.name: Provider(p) for p in settings.providers}
     observer = Observer(enabled=settings.server.access_log)
-    state = GatewayState(settings, Router(settings), providers, settings.auth.resolved_keys(), observer, fast_path=settings.server.fast_path)
-    from gateway.inspector import from_settings
-
-    state.inspector = from_settings(settings)
-    if settings.admin.resolved_key():
-        from gateway.console.stats import Recent
-
-        state.console = Recent()
-    from gateway.auth import Authenticator
-    from gateway.keys import KeyRing
-    from gateway.ledger import Ledger
-    from gateway.limits import Limiter
-    from gateway.prices import PriceBook
-
-    state.keys_ring = KeyRing(settings.keys)
-    state.auth = Authenticator(state.keys, state.keys_ring)
-    state.ledger = Ledger(PriceBook(settings.prices, settings.spend.price_database), providers, state.keys_ring, observer.metrics)
-    observer.ledger = state.ledger
-    state.limiter = Limiter(state)
-    state.routing = Routing(registry=observer.metrics.registry)
-    from gateway.telemetry_setup import telemetry_from_settings
-
-    state.telemetry = telemetry_from_settings(settings, observer.metrics.registry)
+    keys = settings.auth.resolved_keys()
+    keys_ring = KeyRing(settings.keys)
+    ledger = Ledger(PriceBook(settings.prices, settings.spend.price_database), providers, keys_ring, observer.metrics)
+    observer.ledger = ledger
+    console = Recent() if settings.admin.resolved_key() else None
+    state = GatewayState(
+        settings, Router(settings), providers, keys, observer,
+        keys_ring=keys_ring,
+        auth=Authenticator(keys, keys_ring),
+        ledger=ledger,
+        limiter=Limiter(settings.spend, observer.metrics, ledger.prices, providers),
+        routing=Routing(registry=observer.metrics.registry),
+        inspector=from_settings(settings),
+        telemetry=telemetry_from_settings(settings, observer.metrics.registry),
+        console=console,
+        fast_path=settings.server.fast_path,
+    )
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
-        observer.metrics.upstream_pooled.labels(provider.name).set_function(lambda p=provider: p.pool.open_connections if p.pool else 0)
+        observer.metrics.upstream_pooled.labels(provider.name).set_function(_pooled(provider))
     return state
+
+
+def _pooled(provider: Provider) -> Callable[[], float]:
+    """The pool gauge's reading for ``provider``: its open sockets, 0 before it started."""
+    return lambda: provider.pool.open_connections if provider.pool else 0
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -212,7 +199,7 @@ def create_app(settings: Settings) -> Starlette:
         store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
         store.requests_kept = settings.spend.requests_kept
         state.ledger.prices.warm()
-        state.stateful = Stateful(state, store)
+        stateful = state.stateful = Stateful(settings, store)
         state.ledger.store = state.limiter.store = store
         try:
             await state.keys_ring.refresh(store)
@@ -225,7 +212,7 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             refresher.cancel()
             state.shutting_down = True
-            await state.stateful.shutdown()  # running generations end in-dialect and keep their usage
+            await stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()
             await state.ledger.flush()
@@ -252,10 +239,8 @@ def create_app(settings: Settings) -> Starlette:
     return app
 
 
-async def _refresh_keys(state: GatewayState, store: Any) -> None:
+async def _refresh_keys(state: GatewayState, store: Store) -> None:
     """Reload the admin API's key records when they change (revocations hold within a second)."""
-    from gateway.keys import REFRESH_SECONDS
-
     failing = False
     while True:
         await asyncio.sleep(REFRESH_SECONDS)
@@ -270,7 +255,7 @@ async def _refresh_keys(state: GatewayState, store: Any) -> None:
 
 def _edge_response(request: Request, err: GatewayError, headers: dict[str, str] | None = None) -> Response:
     """An unknown path or method answered in the error shape of the dialect the request suggests."""
-    status, payload = error_response(scope_dialect(request.scope), err)
+    status, payload = error_response(scope_dialect(cast("Scope", request.scope)), err)  # (Starlette types it a MutableMapping; it is the ASGI dict)
     return Response(payload, status, headers=headers, media_type="application/json")
 
 

@@ -28,6 +28,7 @@ from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, Event, StreamError, Usage
 from gateway.http_client import Response
 from gateway.ir import ChatRequest
+from gateway.request_context import Attempt
 from gateway.router import Resolved, Target
 from gateway.source import EventSource, HttpEventSource
 from gateway.upstream import Provider
@@ -41,14 +42,13 @@ log = logging.getLogger("gateway.attempts")
 RETRYABLE = {"rate_limit", "overloaded", "api_error", "bad_gateway", "timeout", "truncated"}
 
 
-@dataclass(slots=True)
-class Attempt:
-    provider: str
-    upstream_model: str
-    status: int | None = None
-    error: str | None = None
-    ms: float = 0.0
-    usage: Usage | None = None  # what a failed attempt's upstream had reported before it failed
+class AttemptsFailed(GatewayError):
+    """No target answered: the error the caller gets (the last upstream failure, or why no
+    target could carry the request), with every attempt that was made, in order."""
+
+    def __init__(self, err: GatewayError, attempts: list[Attempt]) -> None:
+        super().__init__(err.kind, err.message, err.status, raw=err.raw, origin=err.origin, param=err.param, retry_after=err.retry_after)
+        self.attempts = attempts
 
 
 @dataclass(slots=True)
@@ -127,14 +127,42 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
     return call
 
 
-async def _attempt(
-    provider: Provider, target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool = False, attempt: Attempt | None = None
-) -> tuple[EventSource, list[Event], list[str]]:
+@dataclass(slots=True)
+class _Failures:
+    """What the attempts of one request ran into: the last upstream failure, and the first target
+    that could not carry the request (nothing was sent to it)."""
+
+    last: GatewayError | None = None
+    refused: GatewayError | None = None
+
+    def final(self) -> GatewayError:
+        # Only when no target could carry the request is the refusal the answer; a target that was
+        # tried and failed says more (it may answer on a retry).
+        final = self.last or self.refused
+        assert final is not None
+        return final
+
+
+@dataclass(slots=True)
+class _Opening:
+    """One request's open_upstream: what every attempt of it reads, and what they ran into."""
+
+    providers: dict[str, Provider]
+    req: ChatRequest
+    passthrough_dialect: str | None
+    stream_upstream: bool
+    attempts: list[Attempt]
+    trace: RequestTrace | None
+    failures: _Failures = field(default_factory=_Failures)
+
+
+async def _attempt(op: _Opening, provider: Provider, target: Target, attempt: Attempt) -> tuple[EventSource, list[Event], list[str]]:
     settings = provider.settings
+    req = op.req
     codec = codec_for(settings.dialect)
-    call = build_call(provider, target, req, req.stream or stream_upstream)
+    call = build_call(provider, target, req, req.stream or op.stream_upstream)
     response: Response | None = None
-    source: EventSource | None = None
+    source: HttpEventSource | None = None
     try:
         async with asyncio.timeout(settings.first_byte_timeout):
             capture = inspector.CURRENT.get() if inspector.ACTIVE else None
@@ -163,7 +191,7 @@ async def _attempt(
             source = HttpEventSource(provider, response, codec)
             if capture is not None:
                 capture.watch_events(source)
-            source.keep_frames = settings.dialect == passthrough_dialect and provider.forwards_frames and not source.is_json
+            source.keep_frames = settings.dialect == op.passthrough_dialect and provider.forwards_frames and not source.is_json
             first = await _first_events(source)
     except TimeoutError:
         if source is not None:
@@ -187,9 +215,8 @@ async def _attempt(
     return source, first, call.dropped
 
 
-def _keep_usage(attempt: Attempt | None, source: EventSource) -> None:
-    if attempt is not None:
-        attempt.usage = source.usage_so_far()
+def _keep_usage(attempt: Attempt, source: EventSource) -> None:
+    attempt.usage = source.usage_so_far()
 
 
 async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
@@ -236,66 +263,49 @@ async def open_upstream(
     meanwhile (the client hung up) still knows what was tried and what it used.
     ``routing``: for a route with ``targets``, the balancer, cooldowns and affinity (routing.py);
     without it every route is tried in its configured order.
-    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace."""
-    attempts = [] if attempts is None else attempts
-    if routing is not None and resolved.balanced:
-        return await _open_balanced(providers, req, resolved, passthrough_dialect, stream_upstream, attempts, routing, trace)
-    failures = _Failures()
-    for fallback, target in enumerate(resolved.targets):
-        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, trace=trace, fallback=fallback)
-        if isinstance(opened, Opened):
-            return opened
-    raise failures.final(attempts)
+    ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace.
+    No target answered: ``AttemptsFailed``, the caller's error with every attempt made."""
+    op = _Opening(providers, req, passthrough_dialect, stream_upstream, [] if attempts is None else attempts, trace)
+    try:
+        if routing is not None and resolved.balanced:
+            return await _open_balanced(op, resolved, routing)
+        for fallback, target in enumerate(resolved.targets):
+            opened = await _try_target(op, target, fallback=fallback)
+            if isinstance(opened, Opened):
+                return opened
+        raise op.failures.final()
+    except GatewayError as err:
+        raise AttemptsFailed(err, op.attempts) from None
 
 
-@dataclass(slots=True)
-class _Failures:
-    """What the attempts of one request ran into: the last upstream failure, and the first target
-    that could not carry the request (nothing was sent to it)."""
-
-    last: GatewayError | None = None
-    refused: GatewayError | None = None
-
-    def final(self, attempts: list[Attempt]) -> GatewayError:
-        # Only when no target could carry the request is the refusal the answer; a target that was
-        # tried and failed says more (it may answer on a retry).
-        final = self.last or self.refused
-        assert final is not None
-        final.attempts = attempts  # type: ignore[attr-defined]
-        return final
-
-
-async def _try_target(
-    providers: dict[str, Provider], target: Target, req: ChatRequest, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt],
-    failures: _Failures, tries: int | None = None, trace: RequestTrace | None = None, fallback: int = 0,
-) -> Opened | GatewayError | None:
+async def _try_target(op: _Opening, target: Target, tries: int | None = None, fallback: int = 0) -> Opened | GatewayError | None:
     """One target, with its provider's retries (or ``tries`` attempts): the opened answer, or the
     last retryable error, or None when the target cannot carry the request (nothing was sent; the
     refusal is kept in ``failures``). A non-retryable error (the request itself is wrong) is raised."""
-    provider = providers[target.provider]
+    provider = op.providers[target.provider]
+    req, trace, failures = op.req, op.trace, op.failures
     tries = provider.settings.max_retries + 1 if tries is None else tries
     last: GatewayError | None = None
     for number in range(tries):
         started = time.perf_counter()
         record = Attempt(provider.name, target.upstream_model)
-        attempts.append(record)
-        span = trace.attempt_started_for(provider, target, req, fallback, req.stream or stream_upstream) if trace is not None else None
+        op.attempts.append(record)
+        span = trace.attempt_started_for(provider, target, req, fallback, req.stream or op.stream_upstream) if trace is not None else None
         try:
-            source, first, dropped = await _attempt(provider, target, req, passthrough_dialect, stream_upstream, record)
+            source, first, dropped = await _attempt(op, provider, target, record)
         except CannotCarry as exc:
             record.status, record.error = 400, "cannot_carry"
-            if span is not None:  # as in the access log: the target was considered, nothing was sent
-                trace.attempt_failed(span, None, "cannot_carry")  # type: ignore[union-attr]
+            if trace is not None and span is not None:  # as in the access log: the target was considered, nothing was sent
+                trace.attempt_failed(span, None, "cannot_carry")
             failures.refused = failures.refused or refusal(exc, codec_for(req.dialect).params if req.dialect else {}, provider.name, provider.dialect)
             return None  # the next target may speak a dialect that carries it
         except GatewayError as err:
             record.status, record.error, record.ms = err.status, err.kind, (time.perf_counter() - started) * 1000
-            if span is not None:
-                trace.attempt_failed(span, err)  # type: ignore[union-attr]
+            if trace is not None and span is not None:
+                trace.attempt_failed(span, err)
             last = failures.last = err
             if err.kind not in RETRYABLE:
-                err.attempts = attempts  # type: ignore[attr-defined]
-                raise
+                raise  # open_upstream hands it on with the attempts
             delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
             if err.retry_after is not None:
                 if err.retry_after > provider.settings.max_retry_after:
@@ -306,29 +316,26 @@ async def _try_target(
                 await asyncio.sleep(delay)
             continue
         except BaseException as exc:  # cancelled (the caller left) or a bug: the span still ends
-            if span is not None:
-                trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)  # type: ignore[union-attr]
+            if trace is not None and span is not None:
+                trace.attempt_failed(span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__)
             raise
         record.status, record.ms = 200, (time.perf_counter() - started) * 1000
-        if span is not None:
-            trace.attempt_opened(span, first)  # type: ignore[union-attr]
-        return Opened(source, first, provider, target, attempts, dropped)
+        if trace is not None and span is not None:
+            trace.attempt_opened(span, first)
+        return Opened(source, first, provider, target, op.attempts, dropped)
     assert last is not None
     return last
 
 
-async def _open_balanced(
-    providers: dict[str, Provider], req: ChatRequest, resolved: Resolved, passthrough_dialect: str | None, stream_upstream: bool, attempts: list[Attempt], routing: Routing,
-    trace: RequestTrace | None = None,
-) -> Opened:
+async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> Opened:
     """A route over several targets: each healthy target once, in the strategy's order (the
     session's target first); a failure cools the target and moves on at once (the others are the
     retry; the last healthy one gets its provider's ``max_retries``). When every target is cooling, wait for the first to recover if that falls within the
     first-byte budget, else go to the fallbacks, else answer 429/503 with ``Retry-After``."""
     began = time.monotonic()
-    budget = providers[resolved.targets[0].provider].settings.first_byte_timeout
+    req, attempts, failures = op.req, op.attempts, op.failures
+    budget = op.providers[resolved.targets[0].provider].settings.first_byte_timeout
     tried: set[str] = set()
-    failures = _Failures()
     last: GatewayError | None = None
     while True:
         plan = await routing.plan(req, resolved, tried)
@@ -340,7 +347,7 @@ async def _open_balanced(
             # Another healthy target is the retry; the last one left gets its provider's retries.
             tries = 1 if number + 1 < len(plan.candidates) else None
             try:
-                opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, tries=tries, trace=trace)
+                opened = await _try_target(op, target, tries=tries)
             except BaseException:
                 await routing.ended(resolved, target)
                 raise
@@ -362,12 +369,12 @@ async def _open_balanced(
             continue
         break
     for fallback, target in enumerate(resolved.targets[resolved.pool :], 1):
-        opened = await _try_target(providers, target, req, passthrough_dialect, stream_upstream, attempts, failures, trace=trace, fallback=fallback)
+        opened = await _try_target(op, target, fallback=fallback)
         if isinstance(opened, Opened):
             return opened
         last = opened or last
     if last is None and failures.refused is not None:
-        raise failures.final(attempts)  # no target can carry the request: the refusal is the answer
+        raise failures.final()  # no target can carry the request: the refusal is the answer
     if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded") or not tried):
         err = GatewayError(
             "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",
@@ -378,5 +385,4 @@ async def _open_balanced(
         err = last
     else:  # every target passed over for its rpm
         err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its requests-per-minute limit; retry in a minute", retry_after=60 - time.time() % 60)
-    err.attempts = attempts  # type: ignore[attr-defined]
     raise err

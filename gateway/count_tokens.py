@@ -28,30 +28,11 @@ from gateway.asgi import (
 from gateway.dialects.base import RequestMeta, TokenCounting
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
-from gateway.ir import ChatRequest, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from gateway.ir import ChatRequest
+from gateway.token_estimate import estimate_tokens
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
-
-
-def estimate_tokens(req: ChatRequest) -> int:
-    chars = sum(len(p.text) for p in req.system)
-    for message in req.messages:
-        chars += 16
-        for part in message.content:
-            if isinstance(part, TextPart):
-                chars += len(part.text)
-            elif isinstance(part, ToolCallPart):
-                chars += len(part.name) + len(part.arguments)
-            elif isinstance(part, ToolResultPart):
-                chars += sum(len(p.text) for p in part.content if isinstance(p, TextPart))
-            elif isinstance(part, ThinkingPart):
-                chars += len(part.text)
-            else:
-                chars += 1600  # an image or file: roughly what providers charge for a small one
-    for tool in req.tools:
-        chars += len(tool.name) + len(tool.description or "") + len(orjson.dumps(tool.parameters))
-    return max(1, chars // 4)
+    from gateway.state import GatewayState
 
 
 async def _upstream_count(state: GatewayState, req: ChatRequest) -> int | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Protocol, cast
 
 import httptools
 import httpx
@@ -45,9 +45,11 @@ __all__ = [
     "ConnectError",
     "ConnectTimeout",
     "Connection",
+    "ConnectionOwner",
     "ConnectionStream",
     "HTTPError",
     "LocalProtocolError",
+    "LossListener",
     "Origin",
     "PoolTimeout",
     "ReadError",
@@ -72,6 +74,20 @@ class Origin:
     authority: bytes  # host:port as it goes on a CONNECT line
 
 
+class LossListener(Protocol):
+    """Where a connection reports that its socket closed: its pool, or nobody once it gave up
+    the slot (``http_pool``, which this module does not import: the pool is built on it)."""
+
+    def lost(self, conn: Connection) -> None: ...
+
+
+class ConnectionOwner(LossListener, Protocol):
+    """What a response's body hands its connection back to when it is done: the pool, given by
+    the transport that made the response (``http_transport.GatewayTransport``)."""
+
+    def release(self, conn: Connection) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection; carries one request/response at a time."""
 
@@ -81,7 +97,7 @@ class Connection(asyncio.Protocol):
         "_complete", "_error", "_paused", "_got_bytes", "_until_close", "_keep_alive", "_loop", "_framed",
     )
 
-    def __init__(self, origin: Origin, pool: Any) -> None:  # pool: a ConnectionPool, or nobody once it gave up the slot
+    def __init__(self, origin: Origin, pool: LossListener) -> None:
         self.origin = origin
         self.pool = pool
         self.transport: asyncio.Transport | None = None
@@ -250,11 +266,11 @@ class Connection(asyncio.Protocol):
 
 class ConnectionStream(httpx.AsyncByteStream):
     """A response body as httpx reads it: one item per socket read; ``aclose`` gives the
-    connection back to its pool (or closes it, when the body was not read to the end)."""
+    connection back to its owner, the pool (which closes it when the body was not read to the end)."""
 
     __slots__ = ("_conn", "_pool", "_closed")
 
-    def __init__(self, conn: Connection, pool: Any) -> None:
+    def __init__(self, conn: Connection, pool: ConnectionOwner) -> None:
         self._conn = conn
         self._pool = pool
         self._closed = False

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -30,15 +29,8 @@ log = logging.getLogger("gateway.keys")
 
 REFRESH_SECONDS = 0.5
 PERIODS = ("day", "week", "month", "total")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # the settings a key record may carry (admin API bodies are checked against this)
 LIMIT_FIELDS = ("models", "budget_usd", "budget_period", "rpm", "tpm", "max_parallel", "expires_at", "refuse_unpriced")
-
-
-def check_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError("a key name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    return name
 
 
 def hash_key(secret: str) -> str:

@@ -23,7 +23,6 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from gateway.count_tokens import estimate_tokens
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest
@@ -32,10 +31,13 @@ from gateway.periods import period_bounds
 from gateway.prices import NANO
 from gateway.router import Resolved
 from gateway.store.counters import Ask, Verdict
+from gateway.token_estimate import estimate_tokens
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
-    from gateway.observe import AccessRecord
+    from gateway.observe import AccessRecord, Metrics
+    from gateway.prices import PriceBook
+    from gateway.settings import SpendSettings
+    from gateway.upstream import Provider
 
 log = logging.getLogger("gateway.limits")
 
@@ -50,21 +52,21 @@ _REFUSAL = {
 
 
 class Limiter:
-    def __init__(self, state: GatewayState) -> None:
-        self.state = state
-        self.reserve_output = state.settings.spend.reserve_output_tokens
-        self.lease_seconds = state.settings.spend.lease_seconds
+    def __init__(self, spend: SpendSettings, metrics: Metrics, prices: PriceBook, providers: dict[str, Provider]) -> None:
+        self.metrics, self.prices, self.providers = metrics, prices, providers
+        self.reserve_output = spend.reserve_output_tokens
+        self.lease_seconds = spend.lease_seconds
         self.store: Any = None  # set when the store opens (app lifespan)
         self._gauges: dict[str, Any] = {}  # metric children by key: labels() is ~5 µs a call
 
     async def admit(self, spec: KeySpec, req: ChatRequest, resolved: Resolved, record: AccessRecord, dialect: str, headers: Headers) -> None:
         """Raise the caller's refusal, or return with the request's hold on ``record``."""
-        metrics = self.state.observer.metrics
+        metrics = self.metrics
         if not spec.allows(req.model):
             metrics.refusals.labels(spec.name, "model").inc()
             raise GatewayError("permission", f"key {spec.name!r} may not call model {req.model!r}", 403, param="model")
-        prices = self.state.ledger.prices
-        providers = self.state.providers
+        prices = self.prices
+        providers = self.providers
         target_prices = [prices.lookup(providers[t.provider].settings, t.upstream_model) for t in resolved.targets]
         if spec.refuse_unpriced and target_prices[0] is None:
             metrics.refusals.labels(spec.name, "unpriced").inc()

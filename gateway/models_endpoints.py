@@ -9,7 +9,7 @@ wildcards; one asked for by name is found if it routes (globs and ``provider/mod
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -19,7 +19,8 @@ from gateway.dialects.registry import FALLBACK_CALLER, codec_for, guess_caller
 from gateway.errors import GatewayError
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.asgi import Scope
+    from gateway.state import GatewayState
 
 
 def caller_dialect(request: Request) -> str:
@@ -51,7 +52,7 @@ class ModelsEndpoints:
     async def list(self, request: Request) -> Response:
         dialect = caller_dialect(request)
         try:
-            self.state.auth.authenticate(request.scope, dict(request.query_params))
+            self.state.auth.authenticate(cast("Scope", request.scope), dict(request.query_params))  # (the ASGI dict Starlette types a MutableMapping)
         except GatewayError as err:
             return self._error(dialect, err)
         return JSONResponse(_listing(dialect).listing(listed_models(self.state), int(self.state.started)))
@@ -62,7 +63,7 @@ class ModelsEndpoints:
         if name.startswith("models/"):
             name = name[len("models/"):]
         try:
-            self.state.auth.authenticate(request.scope, dict(request.query_params))
+            self.state.auth.authenticate(cast("Scope", request.scope), dict(request.query_params))
             self.state.router.resolve(name)  # unknown: 404 in the caller's shape
         except GatewayError as err:
             return self._error(dialect, err)

@@ -20,13 +20,16 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gateway.asgi import Scope, header
 from gateway.events import Usage
+
+if TYPE_CHECKING:
+    from gateway.store.counters import Hold
 
 access_log = logging.getLogger("gateway.access")
 log = logging.getLogger("gateway.observe")
@@ -70,7 +73,7 @@ class AccessRecord:
     cost_usd: float | None = None  # set by the ledger at finish; None when unpriced
     unpriced: bool = False
     response_started: bool = False  # the caller's HTTP response has begun (no error response possible)
-    hold: Any = None  # what the request holds in the store's limits until settled (gateway/limits.py)
+    hold: Hold | None = None  # what the request holds in the store's limits until settled (gateway/limits.py)
     response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
 
     def first_byte(self) -> None:
@@ -126,13 +129,19 @@ class Metrics:
 USAGE_WARNING_SECONDS = 60.0
 
 
+class Settles(Protocol):
+    """What prices and settles every finished record (``gateway.ledger.Ledger``, a layer above)."""
+
+    def finish(self, record: AccessRecord, line: dict[str, Any]) -> None: ...
+
+
 class Observer:
     """Owns the metrics and the background access-log writer."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.metrics = Metrics()
         self.enabled = enabled
-        self.ledger: Any = None  # gateway.ledger.Ledger: prices and settles every finished record
+        self.ledger: Settles | None = None  # gateway.ledger.Ledger: prices and settles every finished record
         self._listener: logging.handlers.QueueListener | None = None
         self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
         if enabled and not access_log.handlers:

@@ -14,25 +14,26 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json
-from gateway.attempts import Attempt, Opened, batches, open_upstream
-from gateway.auth import caller_key, check_auth  # noqa: F401  (their home is gateway/auth.py)
+from gateway.attempts import AttemptsFailed, Opened, batches, open_upstream
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
 from gateway.events import End, Event, StreamError, Usage
 from gateway.inspector import CURRENT
-from gateway.ir import ChatRequest
+from gateway.ir import ChatRequest, Message
 from gateway.observe import AccessRecord, request_id_for
 from gateway.passthrough import FramePassthrough
 from gateway.reply import ReplyBuilder
+from gateway.request_context import Attempt, Exchange, Headers
 from gateway.source import HttpEventSource
 from gateway.stateful import Stateful, new_stored_id
 from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
-    from gateway.telemetry import RequestTrace
+    from gateway.console.stats import Recent
+    from gateway.observe import Observer
+    from gateway.state import GatewayState
 
 log = logging.getLogger("gateway.relay")
 
@@ -79,6 +80,7 @@ class Relay:
                 capture_token = CURRENT.set(capture)
         telemetry = state.telemetry  # None: tracing off, and nothing below makes a span
         trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
+        ex = Exchange(codec, record, send, extra_headers, trace)
         try:
             try:
                 spec = state.auth.authenticate(scope, meta.query)
@@ -95,42 +97,42 @@ class Relay:
                 if meta.stream is not None:
                     req.stream = meta.stream
                 self._check_limits(req)
-                resolved = state.router.resolve(req.model)
+                ex.req = req
+                resolved = ex.resolved = state.router.resolve(req.model)
                 if trace is not None:
                     trace.request(req, resolved)
                 if req.stream and not req.include_usage and (resolved.stream_usage or state.settings.server.stream_usage) == "always":
                     req.include_usage = True  # stream_usage = "always": the stream ends with its usage (OpenAI chat)
                 if spec is not None:
                     await state.limiter.admit(spec, req, resolved, record, dialect, extra_headers)
-                persist: Persist | None = None
                 stateful = state.stateful
                 if stateful is not None and stateful.handles(dialect):
                     turn = await stateful.prepare(req, dialect, spec)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
                         shared = SharedRecord(state.observer, record, state.console)
-                        await self._detached(codec, req, resolved, turn, receive, send, extra_headers, shared, trace)
+                        await self._detached(ex, turn, receive, shared)
                         return
                     if stateful.persists(req, dialect):
-                        persist = Persist(stateful, dialect, codec, turn)
+                        ex.persist = Persist(stateful, dialect, codec, turn)
                 elif req.previous_id or req.background:
                     raise GatewayError("invalid_request", "this gateway runs without a store: send the full history, without background", 400)
             except ClientGone:
                 record.status, record.error_kind = 499, "client_gone"
                 return
             except GatewayError as err:
-                await self._send_error(codec, err, send, record, extra_headers)
+                await self._send_error(ex, err, extra_headers)
                 return
             record.model, record.stream, record.route = req.model, req.stream, resolved.route
-            work = self._relay(codec, req, resolved, send, record, extra_headers, persist, trace)
+            work = self._relay(ex)
             finished = await run_until_disconnect(work, receive)
             if not finished and not record.response_done:  # cut short, not merely cancelled while draining the upstream
                 record.status, record.error_kind = 499, record.error_kind or "client_gone"
         except Exception as exc:  # a bug or a store outage: still an answer in the caller's dialect
             log.exception("request %s failed inside the gateway", request_id)
             if not record.response_started:
-                err = GatewayError("api_error", f"internal gateway error ({type(exc).__name__}); the request id is {request_id}", 500)
-                await self._send_error(codec, err, send, record, extra_headers)
+                failure = GatewayError("api_error", f"internal gateway error ({type(exc).__name__}); the request id is {request_id}", 500)
+                await self._send_error(ex, failure, extra_headers)
         finally:
             if shared is None:
                 state.observer.finish(record)
@@ -149,34 +151,28 @@ class Relay:
         if req.max_tokens is not None and (req.max_tokens < 1 or req.max_tokens > limit):
             raise GatewayError("invalid_request", f"max_tokens must be between 1 and {limit}, got {req.max_tokens}", 400, param="max_tokens")
 
-    async def _send_error(self, codec: Codec, err: GatewayError, send: Send, record: AccessRecord, headers: list[tuple[bytes, bytes]]) -> None:
-        status, body = codec.render_error(err)
+    async def _send_error(self, ex: Exchange, err: GatewayError, headers: Headers | None = None) -> None:
+        """``err`` in the caller's dialect; ``headers``: instead of the exchange's (the ones
+        before the upstream answered, for a failure outside the relay's stages)."""
+        record = ex.record
+        headers = ex.headers if headers is None else headers
+        status, body = ex.codec.render_error(err)
         record.status, record.error_kind = status, err.kind
         record.first_byte()
         record.response_started = True
         if err.retry_after is not None and status in (429, 503, 529) and not any(name == b"retry-after" for name, _ in headers):
             # when to come back (every target cooling, a key's limit); once, whoever set it first
             headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
-        await send_json(send, status, body, headers)
+        await send_json(ex.send, status, body, headers)
 
-    async def _detached(
-        self,
-        codec: Codec,
-        req: ChatRequest,
-        resolved: Any,
-        turn: list[Any],
-        receive: Receive,
-        send: Send,
-        headers: list[tuple[bytes, bytes]],
-        shared: SharedRecord,
-        trace: RequestTrace | None = None,
-    ) -> None:
+    async def _detached(self, ex: Exchange, turn: list[Message], receive: Receive, shared: SharedRecord) -> None:
         """A stored interaction / background response: the generation outlives this connection.
 
         Its usage, stop reason and error go into the access record of THIS request (the one that
         started it), filled by the generation's own events; the record is written once, when
         both this request and the generation are done (see ``SharedRecord``). A resume, a replay
         or a GET of the stored object reads the event log and never carries the usage again."""
+        codec, req, resolved, trace, send = ex.codec, ex.req, ex.resolved, ex.trace, ex.send
         record = shared.record
         stateful = self.state.stateful
         assert stateful is not None
@@ -184,15 +180,15 @@ class Relay:
         refused = codec.stored.detach_problem(req) if codec.stored is not None else None
         if refused is not None:  # the dialect's own rule (Responses: background must be stored)
             raise refused
-        attempts: list[Attempt] = []
         try:
-            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=attempts, trace=trace, routing=self.state.routing)  # errors: HTTP status, nothing stored
+            # errors: an HTTP status, nothing stored
+            opened = await open_upstream(self.state.providers, req, resolved, stream_upstream=True, attempts=ex.attempts, trace=trace, routing=self.state.routing)
         except BaseException:
-            self._note_failed_attempts(record, attempts)
+            self._note_failed_attempts(record, ex.attempts)
             raise
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
-        headers = _note_dropped(record, opened, headers)
+        headers = _note_dropped(record, opened, ex.headers)  # (not the exchange's: an error from here on is sent without them)
         record.first_byte()
         if trace is not None:
             trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
@@ -215,40 +211,30 @@ class Relay:
             raise stateful.failure(dialect, sid, obj)
         await send_json(send, 200, obj, headers)
 
-    async def _relay(
-        self,
-        codec: Codec,
-        req: ChatRequest,
-        resolved: Any,
-        send: Send,
-        record: AccessRecord,
-        headers: list[tuple[bytes, bytes]],
-        persist: Persist | None = None,
-        trace: RequestTrace | None = None,
-    ) -> None:
-        attempts: list[Attempt] = []
+    async def _relay(self, ex: Exchange) -> None:
+        codec, req, record = ex.codec, ex.req, ex.record
         try:
-            fast = codec.name if req.stream and self.state.fast_path and persist is None and req.stream_framing == "sse" else None
-            opened = await open_upstream(self.state.providers, req, resolved, fast, attempts=attempts, trace=trace, routing=self.state.routing)
-        except GatewayError as err:
-            self._note_failed_attempts(record, attempts)
-            await self._send_error(codec, err, send, record, headers)
+            fast = codec.name if req.stream and self.state.fast_path and ex.persist is None and req.stream_framing == "sse" else None
+            opened = await open_upstream(self.state.providers, req, ex.resolved, fast, attempts=ex.attempts, trace=ex.trace, routing=self.state.routing)
+        except AttemptsFailed as err:
+            self._note_failed_attempts(record, err.attempts)
+            await self._send_error(ex, err)
             return
         except BaseException:  # the caller hung up while the upstream was being opened
-            self._note_failed_attempts(record, attempts)
+            self._note_failed_attempts(record, ex.attempts)
             raise
         record.attempts = [_attempt_dict(a) for a in opened.attempts]
         record.provider, record.upstream_dialect, record.upstream_model = opened.provider.name, opened.provider.dialect, opened.target.upstream_model
-        headers = _note_dropped(record, opened, headers)
+        ex.headers = _note_dropped(record, opened, ex.headers)
         ctx = EncodeContext(model=req.model, upstream_dialect=opened.provider.dialect, request=req)
-        if persist is not None:
+        if ex.persist is not None:
             ctx.response_id = new_stored_id(codec.name)
-            await self.state.routing.chain(req, resolved, opened.target, ctx.response_id)
+            await self.state.routing.chain(req, ex.resolved, opened.target, ctx.response_id)
         try:
             if req.stream:
-                await self._stream(codec, ctx, opened, send, record, headers, persist, trace.output if trace is not None else None)
+                await self._stream(ex, ctx, opened)
             else:
-                await self._whole(codec, ctx, opened, send, record, headers, persist, trace)
+                await self._whole(ex, ctx, opened)
             record.response_done = True  # the caller has it all: uvicorn reports a disconnect from here on
         finally:
             # However it ended (the end, a cut, an idle timeout, the caller leaving): what the
@@ -268,19 +254,12 @@ class Relay:
             record.provider, record.upstream_model = spent.provider, spent.upstream_model
             record.upstream_dialect = provider.dialect if provider is not None else None
 
-    async def _stream(
-        self,
-        codec: Codec,
-        ctx: EncodeContext,
-        opened: Opened,
-        send: Send,
-        record: AccessRecord,
-        headers: list[tuple[bytes, bytes]],
-        persist: Persist | None = None,
-        captured: ReplyBuilder | None = None,
-    ) -> None:
-        """``captured`` (telemetry with capture_content): folds the answer for the span's output messages."""
+    async def _stream(self, ex: Exchange, ctx: EncodeContext, opened: Opened) -> None:
+        """The answer as the caller's stream. With telemetry's capture_content, ``trace.output``
+        folds it for the span's output messages."""
         state = self.state
+        codec, send, record, persist = ex.codec, ex.send, ex.record, ex.persist
+        captured = ex.trace.output if ex.trace is not None else None
         encoder = codec.stream_encoder(ctx)
         source = opened.source
         idle = opened.provider.settings.idle_timeout
@@ -288,13 +267,16 @@ class Relay:
         metrics.active_streams.inc()
         record.response_started = True
         framing = SSE_HEADERS if ctx.request.stream_framing == "sse" else JSON_ARRAY_STREAM_HEADERS
-        await send({"type": "http.response.start", "status": 200, "headers": framing + headers})
+        await send({"type": "http.response.start", "status": 200, "headers": framing + ex.headers})
         passthrough = None
+        frames: HttpEventSource | None = None  # the source, when its frames pass through as they came
         if isinstance(source, HttpEventSource) and source.keep_frames:
+            frames = source
             passthrough = FramePassthrough(codec.name, ctx.model, ctx.request.include_usage, encoder)
         writer = StreamWriter(send, encoder.keepalive(), state.settings.server.keepalive_seconds, idle)
-        task = asyncio.current_task()
-        state.live_streams.add(task)
+        task = asyncio.current_task()  # (None only outside a task: then nothing to end at shutdown)
+        if task is not None:
+            state.live_streams.add(task)
 
         async def end_with(err: StreamError) -> None:
             """The gateway ends the stream itself: the error in the caller's dialect, then the end."""
@@ -307,12 +289,13 @@ class Relay:
             loop = asyncio.get_running_loop()
             encode = encoder.encode
             while True:
-                if passthrough is None:
+                if passthrough is None or frames is None:
                     out = b"".join([encode(e) for e in batch])
                 else:
-                    out = passthrough.render(source.take_frames())  # type: ignore[union-attr]
-                    if batch and type(batch[-1]) is StreamError and source.synthetic:  # type: ignore[union-attr]
-                        out += passthrough.error_tail(batch[-1])  # type: ignore[arg-type]
+                    out = passthrough.render(frames.take_frames())
+                    last = batch[-1] if batch else None
+                    if type(last) is StreamError and frames.synthetic:
+                        out += passthrough.error_tail(last)
                 finished = False
                 for event in batch:
                     if type(event) in _TRACKED:
@@ -356,22 +339,14 @@ class Relay:
             await end_with(err)
         finally:
             writer.stop()
-            state.live_streams.discard(task)
+            if task is not None:
+                state.live_streams.discard(task)
             metrics.active_streams.dec()
         if record.error_kind:
             record.status = 200  # the HTTP status was 200; the failure is in error_kind
 
-    async def _whole(
-        self,
-        codec: Codec,
-        ctx: EncodeContext,
-        opened: Opened,
-        send: Send,
-        record: AccessRecord,
-        headers: list[tuple[bytes, bytes]],
-        persist: Persist | None = None,
-        trace: RequestTrace | None = None,
-    ) -> None:
+    async def _whole(self, ex: Exchange, ctx: EncodeContext, opened: Opened) -> None:
+        codec, record, persist, trace = ex.codec, ex.record, ex.persist, ex.trace
         builder = persist.builder if persist is not None else ReplyBuilder()
         async for batch in batches(opened):
             for event in batch:
@@ -383,14 +358,14 @@ class Relay:
         if reply.error is not None:
             e = reply.error
             err = GatewayError(e.kind, e.message, e.status, raw=e.raw, origin=ctx.upstream_dialect)
-            await self._send_error(codec, err, send, record, headers)
+            await self._send_error(ex, err)
             return
         body = codec.encode_whole(reply, ctx)
         if persist is not None:
             await persist.done(ctx)  # stored before the caller sees it, so a follow-up finds it
         record.first_byte()
         record.response_started = True
-        await send_json(send, 200, body, headers)
+        await send_json(ex.send, 200, body, ex.headers)
 
 
 class SharedRecord:
@@ -404,7 +379,7 @@ class SharedRecord:
 
     __slots__ = ("observer", "record", "holders", "console")
 
-    def __init__(self, observer: Any, record: AccessRecord, console: Any = None) -> None:
+    def __init__(self, observer: Observer, record: AccessRecord, console: Recent | None = None) -> None:
         self.observer, self.record, self.holders = observer, record, 1
         self.console = console  # the web console's ring (gateway.console.stats.Recent), when [admin] is set
 
@@ -427,7 +402,7 @@ class SharedRecord:
 class Persist:
     """Keeps a stored (not detached) Responses answer: folds its events, stores it at the end."""
 
-    def __init__(self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Any]) -> None:
+    def __init__(self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Message]) -> None:
         self.stateful, self.dialect, self.codec, self.turn = stateful, dialect, codec, turn
         self.builder = ReplyBuilder()
 
@@ -437,7 +412,7 @@ class Persist:
             await self.stateful.persist(self.dialect, self.codec, ctx, reply, self.turn)
 
 
-def _note_dropped(record: AccessRecord, opened: Opened, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def _note_dropped(record: AccessRecord, opened: Opened, headers: Headers) -> Headers:
     """Settings the upstream was sent without (gateway/carry.py): in the log line and a response header."""
     if not opened.dropped:
         return headers
@@ -446,7 +421,7 @@ def _note_dropped(record: AccessRecord, opened: Opened, headers: list[tuple[byte
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
-    line = {"provider": attempt.provider, "upstream_model": attempt.upstream_model, "status": attempt.status, "error": attempt.error, "ms": round(attempt.ms, 2)}
+    line: dict[str, Any] = {"provider": attempt.provider, "upstream_model": attempt.upstream_model, "status": attempt.status, "error": attempt.error, "ms": round(attempt.ms, 2)}
     u = attempt.usage
     if u is not None:  # a failed attempt whose upstream had already reported usage
         line["usage"] = {"input_tokens": u.input, "output_tokens": u.output, "cache_read_tokens": u.cache_read, "cache_write_tokens": u.cache_write, "reasoning_tokens": u.reasoning}

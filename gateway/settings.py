@@ -86,7 +86,7 @@ class KeySettings(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_is_plain(cls, value: str) -> str:
-        from gateway.keys import check_name
+        from gateway.key_names import check_name
 
         return check_name(value)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -258,14 +259,24 @@ class HttpEventSource(EventSource):
             return
 
 
-def _body_reads(response: Response) -> Any:  # an async iterator with aclose()
+class _BodyReads(Protocol):
+    """The body's reads as ``HttpEventSource`` pulls them: an async iterator it can close early."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    def __anext__(self) -> Awaitable[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _body_reads(response: Response) -> _BodyReads:
     """The body as it arrives. Not compressed: the response's stream itself, one item per socket
     read on the gateway's transport (``aiter_raw`` would add a generator, a chunker and a context
     manager per read for nothing); compressed: ``aiter_bytes`` (httpx inflates it)."""
     encoding = response.headers.get("content-encoding")
     if encoding is None or encoding == "identity":
-        return _Raw(response.stream)
-    return response.aiter_bytes()
+        return _Raw(cast("AsyncIterable[bytes]", response.stream))  # an async client's: never the sync kind
+    return cast(_BodyReads, response.aiter_bytes())  # an async generator (httpx annotates it an AsyncIterator)
 
 
 class _Raw:
@@ -273,14 +284,14 @@ class _Raw:
 
     __slots__ = ("_iterator", "_next")
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
         self._iterator = stream.__aiter__()
         self._next = self._iterator.__anext__
 
     def __aiter__(self) -> _Raw:
         return self
 
-    def __anext__(self) -> Any:
+    def __anext__(self) -> Awaitable[bytes]:
         return self._next()
 
     async def aclose(self) -> None:

@@ -62,7 +62,7 @@ from gateway.store import OwnerGone, Store
 from gateway.stream_writer import StreamWriter
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.settings import Settings
 
 log = logging.getLogger("gateway.stateful")
 
@@ -143,16 +143,16 @@ def stamped(record: dict[str, Any], key_name: str | None) -> dict[str, Any]:
 
 
 class Stateful:
-    def __init__(self, state: GatewayState, store: Store) -> None:
-        self.state = state
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
         self.store = store
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.tasks: dict[str, asyncio.Task[None]] = {}  # the generations this process runs
         self.runs: dict[str, Run] = {}
         self.errors: dict[str, StreamError] = {}  # how a local generation failed, for its whole caller
         self.origins: dict[str, str] = {}
-        self.max_seconds = state.settings.store.max_detached_seconds
-        self.owner_timeout = state.settings.store.owner_timeout_seconds
+        self.max_seconds = settings.store.max_detached_seconds
+        self.owner_timeout = settings.store.owner_timeout_seconds
 
     # ------------------------------------------------------------------ request side
 
@@ -394,7 +394,7 @@ class Stateful:
         ctx = EncodeContext(model=req.model, upstream_dialect=dialect, request=req, response_id=sid)
         encoder = codec.stream_encoder(ctx)
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
-        writer = StreamWriter(send, encoder.keepalive(), self.state.settings.server.keepalive_seconds, 0)
+        writer = StreamWriter(send, encoder.keepalive(), self.settings.server.keepalive_seconds, 0)
         try:
             async for seq, frame in self.store.follow(sid, after, dead_after=self.owner_timeout, owner_alive=lambda: self.runs_here(sid)):
                 await writer.write(frame)

@@ -29,7 +29,7 @@ from gateway.observe import AccessRecord, request_id_for
 from gateway.stateful import policy
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
 
 
 class StoredEndpoint:

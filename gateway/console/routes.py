@@ -37,7 +37,7 @@ from gateway.inspector import upstream_replay
 from gateway.models_endpoints import listed_models
 
 if TYPE_CHECKING:
-    from gateway.app import GatewayState
+    from gateway.state import GatewayState
 
 log = logging.getLogger("gateway.console")
 STATIC = Path(__file__).parent / "static"
@@ -67,6 +67,8 @@ def _assets() -> dict[str, tuple[bytes, str]]:
 
 
 def console_routes(state: GatewayState) -> list[Route]:
+    console = state.console
+    assert console is not None  # built only with [admin] set, which is what makes the ring
     assets = _assets()
     admin_key = (state.settings.admin.resolved_key() or "").encode()
 
@@ -121,14 +123,16 @@ def console_routes(state: GatewayState) -> list[Route]:
                 return _json({"source": "store", "requests": await _stored(limit, *filters)})
             except Exception:  # the store is out: this process's own records still answer
                 log.warning("console: the store's request records are unavailable; showing this process's", exc_info=True)
-        return _json({"source": "process", "requests": state.console.latest(limit, *filters)})
+        return _json({"source": "process", "requests": console.latest(limit, *filters)})
 
     async def _stored(limit: int, key: str | None, model: str | None, status: str | None, request_id: str | None) -> list[dict[str, Any]]:
         """The store's request log (``GET /admin/requests``'s: every worker and replica, detached
         generations once finished), filtered like the ring; a filter reads further back."""
         await state.ledger.flush()
         scan = limit if not (model or status or request_id) else STORE_SCAN
-        records = await state.stateful.store.recent_requests(key, scan)
+        stateful = state.stateful
+        assert stateful is not None  # (asked only once the store is open)
+        records = await stateful.store.recent_requests(key, scan)
         return select(records, limit, None, model, status, request_id)
 
     async def info(request: Request) -> Response:
@@ -139,7 +143,7 @@ def console_routes(state: GatewayState) -> list[Route]:
         return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]})
 
     async def overview(request: Request) -> Response:
-        return _json(state.console.overview())
+        return _json(console.overview())
 
     async def live(request: Request) -> Response:
         try:
@@ -149,7 +153,7 @@ def console_routes(state: GatewayState) -> list[Route]:
 
         async def events() -> Any:
             while not state.shutting_down:
-                yield b"event: overview\ndata: " + orjson.dumps(state.console.overview()) + b"\n\n"
+                yield b"event: overview\ndata: " + orjson.dumps(console.overview()) + b"\n\n"
                 await asyncio.sleep(interval)
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={**ADMIN_HEADERS, "x-accel-buffering": "no"})

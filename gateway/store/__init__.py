@@ -1,5 +1,6 @@
 """What outlives one request: stored objects and event logs (see ``gateway.store.base``)."""
 
-from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store, StoreError, open_store
+from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store, StoreError
+from gateway.store.open import open_store
 
 __all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed", "open_store"]

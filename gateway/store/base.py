@@ -1,6 +1,7 @@
 """The store: what outlives one request (stored interactions/responses and their event logs).
 
-One small async interface, two backends chosen by the ``[store] url`` scheme:
+One small async interface, two backends chosen by the ``[store] url`` scheme (``open_store`` in
+``gateway.store.open``: this module knows none of its implementations):
 
 * ``sqlite:///relative/path.db``, ``sqlite:////abs/path.db``, ``sqlite://:memory:`` — the
   embedded default, so ``make run`` needs nothing else (several uvicorn workers on one file work:
@@ -39,7 +40,7 @@ from typing import Any
 from gateway.store.counters import Ask, Settlement, Verdict
 from gateway.store.shared import LocalShared, SharedState
 
-__all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed", "open_store"]
+__all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed"]
 
 
 class StoreError(Exception):
@@ -248,21 +249,3 @@ class Store(abc.ABC):
             state = self.__dict__["_shared_state"] = LocalShared()
         return state
 
-
-def open_store(url: str, ttl_seconds: float) -> Store:
-    """Open the backend named by ``url``'s scheme (see the module docstring).
-
-    Imports are lazy so the SQLite default never needs the ``redis`` package.
-    """
-    if ttl_seconds <= 0:
-        raise ValueError("store ttl must be positive")
-    scheme = url.split(":", 1)[0].lower()
-    if scheme == "sqlite":
-        from gateway.store.sqlite import SQLiteStore, sqlite_path
-
-        return SQLiteStore(sqlite_path(url), ttl_seconds)
-    if scheme in ("redis", "rediss", "unix"):
-        from gateway.store.redis import RedisStore
-
-        return RedisStore(url, ttl_seconds)
-    raise ValueError(f"unsupported [store] url {url!r}: use sqlite:///path.db or redis://host:port/db")
