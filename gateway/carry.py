@@ -47,13 +47,6 @@ def _file_by_url(req: ChatRequest) -> bool:
     return any(isinstance(p, FilePart) and p.data is None and (p.url or "").startswith(("http://", "https://", "gs://")) for p in _parts(req))
 
 
-def _stores_itself(dialect: str) -> bool:
-    """A caller's ``store`` in a dialect with a stored policy is the gateway's own store, not the upstream's."""
-    from gateway.dialects.registry import MODULES, codec_for  # the registry's codecs import this module
-
-    return dialect in MODULES and codec_for(dialect).stored is not None
-
-
 # How to tell that a caller used a setting: the field names every ``Limit``, ``drop_unsupported``
 # and ``dropped`` speak. A value equal to every dialect's default counts as unused.
 USES: dict[str, Callable[[ChatRequest], bool]] = {
@@ -66,7 +59,7 @@ USES: dict[str, Callable[[ChatRequest], bool]] = {
     "thinking.disabled": lambda r: r.thinking is not None and r.thinking.enabled is False,
     "user": lambda r: r.user is not None,
     "metadata": lambda r: bool(r.metadata),
-    "store": lambda r: r.store is True and not _stores_itself(r.dialect),
+    "store": lambda r: r.store is True and not r.store_here,
     "messages.file_url": _file_by_url,
     "messages.assistant_media": _media_in_assistant_turns,
 }

@@ -132,6 +132,9 @@ class ChatRequest:
     thinking: Thinking | None = None
     response_format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}} or {"type": "json"}
     store: bool | None = None
+    # the caller's ``store`` is the gateway's own store (its dialect keeps stored objects: Responses,
+    # Interactions), not a request for the upstream to keep the answer (a Chat caller's ``store``)
+    store_here: bool = False
     previous_id: str | None = None  # previous_response_id / previous_interaction_id (stateful.py resolves it)
     background: bool = False  # run detached from the caller's connection (stateful dialects)
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -112,6 +112,8 @@ EXCLUDED = {
     "dialect": "bookkeeping: the caller's dialect",
     "headers": "provider headers (anthropic-beta): forwarded to the same dialect only",
     "session": "the caller's x-session-id: read by routing (affinity) to pick a target, never sent upstream",
+    "key_name": "bookkeeping: the named key that owns what this request stores (gateway/stateful.py), never sent upstream",
+    "store_here": "bookkeeping: the caller's store is the gateway's own (a stored dialect), read with store by carry.USES",
 }
 
 # Thoughts visibility is a question of what the gateway returns; Chat upstreams return no text.

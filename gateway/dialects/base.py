@@ -81,7 +81,7 @@ from gateway.reply import Reply
 from gateway.sse import SSEFrame
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 
 @dataclass(slots=True)
@@ -389,12 +389,12 @@ class OnPlatform(Protocol):
 
     Subclass it to inherit the defaults (no counting route, messages as they are)."""
 
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
         """The codec's call (built as for the provider's own API) as the platform wants it: path,
         query, body; what it cannot carry goes to ``dropped``."""
         ...
 
-    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall | None:
         """The codec's token-counting call (``TokenCounting.upstream_call``) on this platform;
         None: the platform has no counting route for the dialect (the gateway estimates)."""
         return None

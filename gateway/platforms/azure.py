@@ -28,21 +28,10 @@ import importlib.util
 
 import httpx
 
+from gateway.cloud import azure_deployment
 from gateway.dialects.base import UpstreamCall
 from gateway.platforms.base import CloudPlatform, ConfigError
 from gateway.settings import ProviderSettings
-
-V1 = ("v1", "preview")  # the v1 API's versions: no deployment in the path
-
-
-def deployment(s: ProviderSettings, upstream_model: str) -> str:
-    """The Azure deployment serving ``upstream_model``: ``deployments``, else its own name."""
-    return s.deployments.get(upstream_model, upstream_model)
-
-
-def on_v1(s: ProviderSettings) -> bool:
-    """Whether ``api_version`` is the v1 API's (routes below ``/openai/v1``, no deployment in the path)."""
-    return (s.api_version or "") in V1
 
 
 def with_api_version(params: dict[str, str], s: ProviderSettings) -> dict[str, str]:
@@ -77,7 +66,7 @@ class Azure(CloudPlatform):
         call = self.on(s).adapt(call, upstream_model, s)
         call.params = with_api_version(call.params, s)
         if isinstance(call.body.get("model"), str):
-            call.body = {**call.body, "model": deployment(s, upstream_model)}
+            call.body = {**call.body, "model": azure_deployment(s, upstream_model)}
         return call
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:

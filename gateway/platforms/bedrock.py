@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib.util
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 import httpx
 import orjson
@@ -65,12 +64,6 @@ def region_of(s: ProviderSettings) -> str | None:
 
 def uses_api_key(s: ProviderSettings) -> bool:
     return s.api_key is not None or bool(s.api_key_env)
-
-
-def model_path(model: str, stream: bool) -> str:
-    """InvokeModel's path: the model one percent-encoded segment, the action by ``stream``."""
-    action = "invoke-with-response-stream" if stream else "invoke"
-    return f"/model/{quote(model, safe='')}/{action}"
 
 
 class Bedrock(CloudPlatform):

@@ -17,8 +17,6 @@ Auth: Google OAuth access tokens from Application Default Credentials (gateway/p
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import httpx
 import orjson
 
@@ -35,11 +33,6 @@ def host(location: str) -> str:
     if location in ("us", "eu"):
         return f"https://aiplatform.{location}.rep.googleapis.com"
     return f"https://{location}-aiplatform.googleapis.com"
-
-
-def prefix(s: ProviderSettings, version: str = "v1") -> str:
-    """``/{version}/projects/{project}/locations/{location}``: where every Vertex resource path starts."""
-    return f"/{version}/projects/{quote(s.project or '', safe='')}/locations/{quote(s.location or '', safe='')}"
 
 
 class Vertex(CloudPlatform):

@@ -1,7 +1,7 @@
 """Claude on AWS Bedrock through InvokeModel: what Bedrock changes about the Messages call.
 
 * the model goes in the path (``/model/{id}/invoke-with-response-stream``, ``/invoke`` for a whole
-  reply: the platform's ``model_path``); no ``model`` and no ``stream`` in the body,
+  reply: ``gateway.cloud.bedrock_model_path``); no ``model`` and no ``stream`` in the body,
   ``anthropic_version: "bedrock-2023-05-31"``;
 * betas travel in the body's ``anthropic_beta`` list, not a header, and only those Bedrock takes
   (``BETAS``, first-party names renamed by ``RENAMED_BETAS``); the others are dropped and reported
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.cloud import bedrock_model_path
 from gateway.dialects.base import OnPlatform, Unwrap, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
 
@@ -76,8 +77,7 @@ def split_betas(header: str | None) -> tuple[list[str], list[str]]:
 
 
 class OnBedrock(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
-        from gateway.platforms.bedrock import model_path
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
 
         body = dict(call.body)
         stream = bool(body.pop("stream", False))
@@ -95,7 +95,7 @@ class OnBedrock(OnPlatform):
         if kept:
             body["anthropic_beta"] = kept
         return UpstreamCall(
-            model_path(upstream_model, stream), body, params=call.params, headers=headers, method=call.method,
+            bedrock_model_path(upstream_model, stream), body, params=call.params, headers=headers, method=call.method,
             dropped=[*call.dropped, *(b if b in UNSUPPORTED_FIELDS else f"anthropic_beta:{b}" for b in dropped)],
         )
 

@@ -13,32 +13,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from gateway.cloud import vertex_prefix
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 ANTHROPIC_VERSION = "vertex-2023-10-16"
 
 
 class OnVertex(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
-        from gateway.platforms.vertex import prefix
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
 
         body = dict(call.body)
         body.pop("model", None)
         body["anthropic_version"] = ANTHROPIC_VERSION
         method = "streamRawPredict" if body.get("stream") else "rawPredict"
-        call.path = f"{prefix(s)}/publishers/anthropic/models/{quote(upstream_model, safe='@')}:{method}"
+        call.path = f"{vertex_prefix(s)}/publishers/anthropic/models/{quote(upstream_model, safe='@')}:{method}"
         call.body = body
         return call
 
-    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall | None:
         """``…/publishers/anthropic/models/count-tokens:rawPredict``, the model in the body (as
         Anthropic's Vertex client sends it)."""
-        from gateway.platforms.vertex import prefix
 
-        call.path = f"{prefix(s)}/publishers/anthropic/models/count-tokens:rawPredict"
+        call.path = f"{vertex_prefix(s)}/publishers/anthropic/models/count-tokens:rawPredict"
         call.body = {**call.body, "model": upstream_model, "anthropic_version": ANTHROPIC_VERSION}
         return call
 

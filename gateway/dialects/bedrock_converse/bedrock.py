@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 
 class OnBedrock(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
         return call
 
 

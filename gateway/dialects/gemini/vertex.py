@@ -8,29 +8,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.cloud import vertex_prefix
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 from .request_build import model_path
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 
-def model_route(upstream_model: str, s: ProviderSettings) -> str:
+def model_route(upstream_model: str, s: CloudSettings) -> str:
     """Where the model's methods are on Vertex (``{this}:{method}``)."""
-    from gateway.platforms.vertex import prefix
 
     model = model_path(upstream_model)
-    return f"/v1/{model}" if model.startswith("projects/") else f"{prefix(s)}/publishers/google/models/{model}"
+    return f"/v1/{model}" if model.startswith("projects/") else f"{vertex_prefix(s)}/publishers/google/models/{model}"
 
 
 class OnVertex(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
         method = call.path.rsplit(":", 1)[1]  # streamGenerateContent / generateContent / countTokens
         call.path = f"{model_route(upstream_model, s)}:{method}"
         return call
 
-    def count_call(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall | None:
+    def count_call(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall | None:
         """``…/models/{m}:countTokens`` with ``contents`` / ``systemInstruction`` / ``tools`` at the
         top (Vertex has no ``generateContentRequest`` wrapper)."""
         inner = call.body.get("generateContentRequest")

@@ -92,6 +92,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.stream = meta.stream if meta.stream is not None else bool(stream)
     store = get_bool(body, "store", "store")
     req.store = True if store is None else store
+    req.store_here = True  # the gateway keeps stored interactions itself (gateway/stateful.py)
     # Resolved by the stateful layer (gateway/stateful.py) from the store.
     req.previous_id = get_str(body, "previous_interaction_id", "previous_interaction_id")
     req.background = bool(get_bool(body, "background", "background"))

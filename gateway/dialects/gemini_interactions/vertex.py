@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.cloud import vertex_prefix
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 
 class OnVertex(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
         if call.path.startswith("/v1beta/interactions"):
-            from gateway.platforms.vertex import prefix
 
-            call.path = prefix(s, "v1beta1") + call.path[len("/v1beta") :]
+            call.path = vertex_prefix(s, "v1beta1") + call.path[len("/v1beta") :]
         return call
 
 

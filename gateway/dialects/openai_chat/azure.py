@@ -13,20 +13,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from gateway.cloud import azure_deployment, azure_on_v1
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 
 class OnAzure(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
-        from gateway.platforms.azure import deployment, on_v1
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
 
-        if on_v1(s):
+        if azure_on_v1(s):
             call.path = "/openai/v1/chat/completions"
         elif call.path.rsplit("/", 1)[-1] == "completions":
-            call.path = f"/openai/deployments/{quote(deployment(s, upstream_model), safe='')}/chat/completions"
+            call.path = f"/openai/deployments/{quote(azure_deployment(s, upstream_model), safe='')}/chat/completions"
         else:
             call.path = "/openai" + call.path
         return call

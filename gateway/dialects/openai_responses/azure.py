@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.cloud import azure_on_v1
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.settings import ProviderSettings
+    from gateway.cloud import CloudSettings
 
 
 class OnAzure(OnPlatform):
-    def adapt(self, call: UpstreamCall, upstream_model: str, s: ProviderSettings) -> UpstreamCall:
-        from gateway.platforms.azure import on_v1
+    def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
 
-        call.path = "/openai/v1/responses" if on_v1(s) else "/openai" + call.path
+        call.path = "/openai/v1/responses" if azure_on_v1(s) else "/openai" + call.path
         return call
 
 

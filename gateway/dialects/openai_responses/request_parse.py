@@ -99,6 +99,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.temperature = get_float(body, "temperature", "temperature")
     req.top_p = get_float(body, "top_p", "top_p")
     req.store = get_bool(body, "store", "store")
+    req.store_here = True  # the gateway keeps stored responses itself (gateway/stateful.py)
     req.metadata = get_dict(body, "metadata", "metadata")
     req.user = get_str(body, "user", "user") or get_str(body, "safety_identifier", "safety_identifier")
     req.stream = bool(get_bool(body, "stream", "stream"))
