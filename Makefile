@@ -20,11 +20,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# ruff (pyproject.toml [tool.ruff]) over the code and its tests, then mypy --strict over gateway/;
+# .ci/run calls it before `make test`
 check: $(STAMP)
 	$(BIN)/ruff check gateway tests bench
-# Once the issue-15 branches have merged and `make typecheck` is clean, `check` runs it too
-# (and so .ci/run): uncomment the next line.
-#	$(BIN)/mypy
+	$(BIN)/mypy
 
 # mypy --strict over gateway/ (the settings are [tool.mypy] in pyproject.toml)
 typecheck: $(STAMP)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from gateway.app import create_app  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
-from tests.conftest import gateway_config  # noqa: E402
-from tests.support.fake_upstream import FakeUpstream, ServerThread  # noqa: E402
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.conftest import gateway_config
+from tests.support.fake_upstream import FakeUpstream, ServerThread
 
 BODY = {"model": "anthropic--long_500", "stream": True, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 

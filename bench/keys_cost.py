@@ -27,12 +27,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.app import create_state  # noqa: E402
-from gateway.dialects.base import RequestMeta  # noqa: E402
-from gateway.dialects.registry import codec_for  # noqa: E402
-from gateway.observe import AccessRecord  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
-from gateway.store import open_store  # noqa: E402
+from gateway.app import create_state
+from gateway.dialects.base import RequestMeta
+from gateway.dialects.registry import codec_for
+from gateway.observe import AccessRecord
+from gateway.settings import Settings
+from gateway.store import open_store
 
 SECRET = "bench-key"
 BODY = {"model": "smart", "max_tokens": 256, "messages": [{"role": "user", "content": "Say hello to the benchmark, in a few words."}]}

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_upstream import DEFAULT_CHUNKS, expected_text  # noqa: E402
+from fake_upstream import DEFAULT_CHUNKS, expected_text
 
 DIALECTS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 PROMPT = "Say something for the benchmark."
@@ -313,7 +313,7 @@ class Result:
         if not self.ttfb:
             return float("nan")
         s = sorted(self.ttfb)
-        return 1000 * s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
+        return 1000 * s[min(len(s) - 1, max(0, round(q / 100 * len(s) + 0.5) - 1))]
 
     def summary(self) -> dict:
         return {
@@ -346,7 +346,7 @@ async def run_load(url: str, dialect: str, model: str, concurrency: int = 1, dur
                 try:
                     status, data, ttfb, complete = await conn.request(path, headers, body, timeout)
                     v = verify(dialect, status, data, chunks, complete)
-                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
                     await conn.close()
                     v = Verdict(False, f"{type(exc).__name__}: {exc}")
                     ttfb = 0.0

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.ir import ChatRequest  # noqa: E402
-from gateway.router import Resolved, Target  # noqa: E402
-from gateway.routing import Routing  # noqa: E402
-from gateway.store.shared import LocalShared, SharedState  # noqa: E402
+from gateway.ir import ChatRequest
+from gateway.router import Resolved, Target
+from gateway.routing import Routing
+from gateway.store.shared import LocalShared, SharedState
 
 TARGETS = (Target("claude", "sonnet", 3), Target("bedrock", "sonnet", 1, rpm=10**9), Target("vertex", "sonnet", 1))
 

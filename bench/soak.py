@@ -204,7 +204,7 @@ class PacedFake(fake_upstream.FakeUpstream):
                 self.held += 1
                 try:
                     await asyncio.wait_for(event.wait(), self.max_hold)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self.hold_timeouts += 1
                 finally:
                     self.held -= 1
@@ -361,7 +361,7 @@ async def one_stream(conn: TapConn, tracker: Tracker, dialect: str, req: tuple[s
     try:
         status, data, ttfb, complete = await conn.request(*req, timeout)
         v = loadgen.verify(dialect, status, data, chunks, complete)
-    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+    except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
         await conn.close()
         v = loadgen.Verdict(False, f"{type(exc).__name__}: {exc}")
     finally:
@@ -506,7 +506,7 @@ async def soak(args: argparse.Namespace, procs: Procs, tracker: Tracker) -> dict
     await asyncio.sleep(max(0.0, deadline - time.monotonic()))
     cpu_at_deadline = proc_cpu(gw_pid)
     t_deadline = time.monotonic()
-    done, pending = await asyncio.wait(tasks, timeout=args.timeout + 30)
+    _done, pending = await asyncio.wait(tasks, timeout=args.timeout + 30)
     for t in pending:
         t.cancel()
     t_end = time.monotonic()

@@ -33,18 +33,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult  # noqa: E402
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noqa: E402
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from gateway.events import BlockStart, End, MessageStart, TextDelta, Usage  # noqa: E402
-from gateway.ir import ChatRequest, Message, TextPart  # noqa: E402
-from gateway.observe import AccessRecord  # noqa: E402
-from gateway.router import Resolved, Target  # noqa: E402
-from gateway.settings import ProviderSettings  # noqa: E402
-from gateway.telemetry import Telemetry  # noqa: E402
-from gateway.telemetry_export import BoundedBatchProcessor  # noqa: E402
-from gateway.telemetry_metrics import GenAIMetrics  # noqa: E402
-from gateway.upstream import Provider  # noqa: E402
+from gateway.events import BlockStart, End, MessageStart, TextDelta, Usage
+from gateway.ir import ChatRequest, Message, TextPart
+from gateway.observe import AccessRecord
+from gateway.router import Resolved, Target
+from gateway.settings import ProviderSettings
+from gateway.telemetry import Telemetry
+from gateway.telemetry_export import BoundedBatchProcessor
+from gateway.telemetry_metrics import GenAIMetrics
+from gateway.upstream import Provider
 
 SINK = r"""
 import sys

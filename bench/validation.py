@@ -15,12 +15,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import orjson  # noqa: E402
+import orjson
 
-from gateway.dialects.base import RequestMeta  # noqa: E402
-from gateway.dialects.registry import codec_for  # noqa: E402
-from gateway.dialects.validation import validate_request  # noqa: E402
-from tests.test_bad_input_validation import CLAUDE_CODE, CODEX, GEMINI_CLI  # noqa: E402
+from gateway.dialects.base import RequestMeta
+from gateway.dialects.registry import codec_for
+from gateway.dialects.validation import validate_request
+from tests.test_bad_input_validation import CLAUDE_CODE, CODEX, GEMINI_CLI
 
 
 def long_history(turns: int) -> dict[str, Any]:
@@ -57,9 +57,9 @@ def main() -> None:
         n = 500 if "round trips" in name else 5_000
         raw = orjson.dumps(body)
         codec = codec_for(dialect)
-        validate = per_call_us(lambda: validate_request(dialect, body, meta), n)
-        parse = per_call_us(lambda: codec.parse_request(body, meta), n)
-        loads = per_call_us(lambda: orjson.loads(raw), n)
+        validate = per_call_us(lambda dialect=dialect, body=body, meta=meta: validate_request(dialect, body, meta), n)
+        parse = per_call_us(lambda codec=codec, body=body, meta=meta: codec.parse_request(body, meta), n)
+        loads = per_call_us(lambda raw=raw: orjson.loads(raw), n)
         print(f"{dialect:17} {name:50} {validate:9.2f} {parse:9.2f} {loads:9.2f}")
 
 

@@ -50,7 +50,7 @@ def _placeholder(schema: dict[str, Any]) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     return {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}.get(str(kind), "demo")
 

@@ -9,8 +9,8 @@ into a ``Reply`` for a whole answer. The caller hanging up cancels everything at
 from __future__ import annotations
 
 import asyncio
-import math
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect, send_json

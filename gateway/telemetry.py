@@ -158,7 +158,15 @@ class Telemetry:
         from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import (
-            NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState, get_current_span, set_span_in_context,
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            Status,
+            StatusCode,
+            TraceFlags,
+            TraceState,
+            get_current_span,
+            set_span_in_context,
         )
 
         self.processor, self.metrics = processor, metrics

@@ -129,7 +129,7 @@ def test_wrong_field_types(gateway: Any, dialect: str, patch: dict[str, Any]) ->
 def test_absurd_max_tokens(gateway: Any, dialect: str) -> None:
     import orjson
 
-    path, body = ENDPOINTS[dialect]
+    _path, body = ENDPOINTS[dialect]
     field = {"anthropic": "max_tokens", "openai-chat": "max_tokens", "openai-responses": "max_output_tokens"}.get(dialect)
     if field:
         body = {**body, field: 10**12}

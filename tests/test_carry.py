@@ -201,5 +201,5 @@ def test_drop_unsupported_names_are_checked_at_config_load() -> None:
     from gateway.settings import ProviderSettings
 
     assert ProviderSettings(name="p", dialect="openai-responses", base_url="http://x", drop_unsupported=["stop", "top_k"]).drop_unsupported == ["stop", "top_k"]
-    with pytest.raises(ValidationError, match="unknown field.*stop_sequences"):
+    with pytest.raises(ValidationError, match=r"unknown field.*stop_sequences"):
         ProviderSettings(name="p", dialect="openai-responses", base_url="http://x", drop_unsupported=["stop_sequences"])

@@ -152,7 +152,7 @@ def test_cancel_ends_open_interaction_streams_with_cancelled(gw: Gateway) -> Non
         seen.append(event)
         if deltas(seen) == 5 and follower is None:
             iid, resume_from = seen[0].interaction.id, seen[2].event_id
-            follower = in_thread(lambda: list(client.interactions.get(iid, stream=True, last_event_id=resume_from)))
+            follower = in_thread(lambda iid=iid, resume_from=resume_from: list(client.interactions.get(iid, stream=True, last_event_id=resume_from)))
             time.sleep(0.2)  # the follower is reading the live tail when the cancel comes
             answer = httpx.post(f"{gw.url}/v1beta/interactions/{iid}/cancel", timeout=10).json()
             assert answer["status"] == "cancelled" and "errors" not in answer
@@ -190,7 +190,7 @@ def test_cancel_ends_background_response_streams_with_cancelled(gw: Gateway) -> 
         seen.append(event)
         if deltas(seen) == 5 and follower is None:
             after = seen[2].sequence_number
-            follower = in_thread(lambda: list(client.responses.retrieve(created.id, stream=True, starting_after=after)))
+            follower = in_thread(lambda after=after: list(client.responses.retrieve(created.id, stream=True, starting_after=after)))
             time.sleep(0.2)
             assert client.responses.cancel(created.id).status == "cancelled"
     assert follower is not None

@@ -8,6 +8,7 @@ gateway's; then split anywhere, broken CRCs, impossible lengths and truncation a
 from __future__ import annotations
 
 import base64
+import itertools
 import struct
 import uuid
 
@@ -73,7 +74,7 @@ def test_split_anywhere_gives_the_same_frames(cuts: list[int]) -> None:
     decoder = EventStreamDecoder(unwrap_invoke)
     bounds = [0, *sorted(cuts), len(WIRE)]
     frames = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         frames += decoder.feed(WIRE[a:b])
     assert [(f.event, f.data) for f in frames] == EXPECTED
     assert decoder.close() is True

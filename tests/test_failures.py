@@ -93,7 +93,7 @@ def test_429_with_retry_after_is_retried(faulty: Any, caller: str, upstream: str
 
 @pytest.mark.parametrize("caller", CALLER_DIALECTS)
 def test_fallback_to_another_dialect(faulty: Any, caller: str) -> None:
-    server, fake = faulty
+    server, _fake = faulty
     out = CALLERS[caller](server.url, "fallback-test", "text", False)
     assert out.text == "Hello from the gateway. 你好 — ok!"
     out = CALLERS[caller](server.url, "fallback-4xx", "text", True)
@@ -155,7 +155,7 @@ KEEPALIVE_REQUESTS = {
 
 
 @pytest.mark.parametrize("caller", CALLER_DIALECTS)
-def test_keepalive_during_upstream_silence(gateway: Any, caller: str) -> None:  # noqa: D103
+def test_keepalive_during_upstream_silence(gateway: Any, caller: str) -> None:
     """The session gateway sends keepalives after 0.5 s of silence; the fake pauses 1.3 s mid-answer."""
     path, body, marker = KEEPALIVE_REQUESTS[caller]
     with httpx.stream("POST", gateway.url + path, json=body, timeout=10) as response:

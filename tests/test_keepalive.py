@@ -9,6 +9,7 @@ whole test costs one silence.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -90,7 +91,7 @@ def test_no_gap_between_writes_exceeds_the_keepalive_interval(silent_upstream: F
         raw, stamps = out["raw"], out["stamps"]
         assert terminator in raw, f"{caller} @ {keepalive:g}s: the answer did not finish: {raw[-300:]!r}"
         assert raw.count(marker) >= int(SILENCE // keepalive) - 1, f"{caller} @ {keepalive:g}s: too few keepalives"
-        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(stamps)]
         assert stamps[-1] - stamps[0] >= SILENCE - 1, f"{caller}: the upstream silence did not happen"
         worst = max(gaps)
         print(f"{caller} keepalive {keepalive:g}s: {len(stamps)} reads, longest gap {worst:.2f}s")

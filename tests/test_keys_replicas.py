@@ -19,8 +19,8 @@ import pytest
 
 from gateway.app import create_app
 from gateway.settings import Settings
-from tests.support.processes import start_gateway_process
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
+from tests.support.processes import start_gateway_process
 from tests.test_keys import ADMIN, EXACT, _raw_call, keyed_config, sha
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,9 +37,8 @@ FAILING = {
 @pytest.fixture(scope="module")
 def public_gateway() -> Iterator[str]:
     fake = FakeUpstream(captures=PUBLIC)
-    with ServerThread(fake) as upstream:
-        with ServerThread(create_app(Settings(**gateway_config(upstream.url)))) as server:
-            yield server.url
+    with ServerThread(fake) as upstream, ServerThread(create_app(Settings(**gateway_config(upstream.url)))) as server:
+        yield server.url
 
 
 @pytest.mark.skipif(not CASES, reason="../shared/captures-public is not there")

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import start_gateway_process
 from tests.support.fake_upstream import ServerThread, free_port
+from tests.support.processes import start_gateway_process
 from tests.support.targets import Behaviour, Deployments
 from tests.test_stateful import redis_url  # noqa: F401  (the fixture: a redis-server of this module)
 

@@ -23,8 +23,8 @@ from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import UPSTREAM_DIALECTS, gateway_config
 from tests.support.callers import gemini_client, openai_client
-from tests.support.processes import start_gateway_process
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
+from tests.support.processes import start_gateway_process
 
 LONG_TEXT = "".join(f"w{i} " for i in range(500))
 ROOT = Path(__file__).resolve().parents[1]

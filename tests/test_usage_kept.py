@@ -170,7 +170,7 @@ def test_gemini_usage_survives_a_cut_or_an_idle_timeout(env: Any, caller: str, f
     rid = _rid()
     before = _tokens(gateway.url, "scripted-gemini", "input")
     if caller == "openai-chat":
-        chunks, error = _chat_stream(gateway.url, f"gemini--{fault}", rid)
+        _chunks, error = _chat_stream(gateway.url, f"gemini--{fault}", rid)
         assert error is not None, "a cut stream is an error, never a finished answer"
     else:
         r = httpx.post(gateway.url + f"/v1beta/models/gemini--{fault}:streamGenerateContent?alt=sse",
@@ -184,7 +184,7 @@ def test_gemini_usage_survives_a_cut_or_an_idle_timeout(env: Any, caller: str, f
 
 
 def test_caller_hanging_up_keeps_the_usage_so_far(env: Any) -> None:
-    gateway, upstream, capture = env
+    gateway, _upstream, capture = env
     rid = _rid()
     stream = openai_client(gateway.url).chat.completions.create(model="gemini--gemini_slow", messages=[{"role": "user", "content": "hi"}], stream=True, extra_headers={"x-request-id": rid})
     seen = 0
@@ -203,9 +203,8 @@ def test_caller_hanging_up_before_the_first_token_keeps_the_input(env: Any) -> N
     gateway, _, capture = env
     rid = _rid()
     body = {"model": "anthropic--anthropic_start_stall", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    with pytest.raises(httpx.ReadTimeout):
-        with httpx.stream("POST", gateway.url + "/v1/messages", json=body, headers={"x-request-id": rid}, timeout=httpx.Timeout(5, read=0.5)) as r:
-            r.read()
+    with pytest.raises(httpx.ReadTimeout), httpx.stream("POST", gateway.url + "/v1/messages", json=body, headers={"x-request-id": rid}, timeout=httpx.Timeout(5, read=0.5)) as r:
+        r.read()
     line = capture.line(rid)
     assert line["status"] == 499 and line["error_kind"] == "client_gone"
     assert (line["input_tokens"], line["provider"]) == (25, "scripted-anthropic")
@@ -263,7 +262,7 @@ def test_an_upstream_without_usage_is_said_so(env: Any) -> None:
 def test_a_successful_stream_is_not_marked(env: Any) -> None:
     gateway, _, capture = env
     rid = _rid()
-    chunks, error = _chat_stream(gateway.url, "gemini--gemini_slow", rid)
+    _chunks, error = _chat_stream(gateway.url, "gemini--gemini_slow", rid)
     assert error is None
     line = capture.line(rid)
     assert line["usage_missing"] is False and (line["input_tokens"], line["output_tokens"]) == (21, 201)

@@ -3,4 +3,4 @@
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store, StoreError
 from gateway.store.open import open_store
 
-__all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed", "open_store"]
+__all__ = ["Liveness", "LogClosed", "LogStatus", "OwnerGone", "Store", "StoreError", "open_store"]

@@ -40,7 +40,7 @@ from typing import Any
 from gateway.store.counters import Ask, Settlement, Verdict
 from gateway.store.shared import LocalShared, SharedState
 
-__all__ = ["Store", "LogStatus", "Liveness", "StoreError", "OwnerGone", "LogClosed"]
+__all__ = ["Liveness", "LogClosed", "LogStatus", "OwnerGone", "Store", "StoreError"]
 
 
 class StoreError(Exception):

@@ -82,7 +82,7 @@ def test_public_thinking_signature() -> None:
 
 def test_public_tool_use_no_args_is_empty_object() -> None:
     reply = fold(_public("tool-use-no-args"))
-    tool = [b for b in reply.blocks if b.kind == "tool_call"][0]
+    tool = next(b for b in reply.blocks if b.kind == "tool_call")
     assert tool.arguments == "{}"
     assert reply.end is not None and reply.end.reason == "tool_use"
 
@@ -243,7 +243,7 @@ def test_in_stream_error_kinds(etype: str, kind: str, status: int) -> None:
     [("end_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length"), ("tool_use", "tool_use"), ("pause_turn", "pause"), ("refusal", "refusal"), ("model_context_window_exceeded", "length")],
 )
 def test_stop_reasons(raw: str, reason: str) -> None:
-    events = feed_all([(None, '{"type":"message_delta","delta":{"stop_reason":"%s"},"usage":{"output_tokens":1}}' % raw), (None, '{"type":"message_stop"}')])
+    events = feed_all([(None, f'{{"type":"message_delta","delta":{{"stop_reason":"{raw}"}},"usage":{{"output_tokens":1}}}}'), (None, '{"type":"message_stop"}')])
     assert events[-1] == End(reason, raw, None)  # type: ignore[arg-type]
 
 

@@ -250,7 +250,7 @@ class _Server:
         outer = self
 
         class H(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 n = int(self.headers.get("content-length") or 0)
                 outer.requests.append((self.path, self.rfile.read(n)))
                 self.send_response(outer.status)

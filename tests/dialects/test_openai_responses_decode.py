@@ -56,9 +56,9 @@ def test_public_details() -> None:
     r = fold(events)
     assert [b.kind for b in r.blocks] == ["thinking", "tool_call"]
     raw = (PUBLIC / "reasoning-summary-function-call.sse").read_text()
-    final = orjson.loads([ln for ln in raw.splitlines() if '"response.completed"' in ln][0][6:])
+    final = orjson.loads(next(ln for ln in raw.splitlines() if '"response.completed"' in ln)[6:])
     assert r.blocks[0].text == final["response"]["output"][0]["summary"][0]["text"]
-    done = orjson.loads([ln for ln in raw.splitlines() if '"response.output_item.done"' in ln][0][6:])
+    done = orjson.loads(next(ln for ln in raw.splitlines() if '"response.output_item.done"' in ln)[6:])
     # encrypted_content is re-encrypted on every serialization: the item's done value is kept
     assert r.blocks[0].signature == done["item"]["encrypted_content"]
     assert sum(isinstance(e, SignatureDelta) for e in events) == 1
@@ -211,7 +211,7 @@ def test_incomplete_content_filter_and_namespace_call() -> None:
 
 def test_decode_whole() -> None:
     raw = (OWN / "thinking.sse").read_text()
-    final = orjson.loads([ln for ln in raw.splitlines() if '"response.completed"' in ln][0][6:])["response"]
+    final = orjson.loads(next(ln for ln in raw.splitlines() if '"response.completed"' in ln)[6:])["response"]
     events = CODEC.decode_whole(final)
     check_events(events)
     r = fold(events)

@@ -167,9 +167,8 @@ def test_a_wrong_key_is_a_bad_gateway_not_the_callers_401(azure: AzureDouble) ->
     url = f"http://127.0.0.1:{azure.port}"
     settings = Settings(auth={"keys_env": ""}, store={"url": "sqlite://:memory:"}, providers=[provider("bad", "openai-chat", url, api_key="wrong-key")],
                         routes=[{"model": "m", "provider": "bad", "upstream_model": "text"}])
-    with ServerThread(create_app(settings), **uvicorn_options()) as server:
-        with pytest.raises(openai.APIStatusError) as info:
-            CALLERS["openai-chat"](server.url, "m", "text", True)
+    with ServerThread(create_app(settings), **uvicorn_options()) as server, pytest.raises(openai.APIStatusError) as info:
+        CALLERS["openai-chat"](server.url, "m", "text", True)
     assert info.value.status_code == 502 and "wrong-key" not in str(info.value.body)
 
 

@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("botocore")
 
-from gateway.app import create_app  # noqa: E402
-from gateway.server_protocol import uvicorn_options  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
-from tests.support.bedrock_double import ACCESS_KEY, API_KEY, SECRET_KEY, SESSION_TOKEN, BedrockDouble  # noqa: E402
-from tests.support.callers import CALLERS, ERRORS, anthropic_client, error_status  # noqa: E402
-from tests.support.fake_upstream import ServerThread  # noqa: E402
-from tests.test_matrix import check_answer  # noqa: E402
+from gateway.app import create_app
+from gateway.server_protocol import uvicorn_options
+from gateway.settings import Settings
+from tests.support.bedrock_double import ACCESS_KEY, API_KEY, SECRET_KEY, SESSION_TOKEN, BedrockDouble
+from tests.support.callers import CALLERS, ERRORS, anthropic_client, error_status
+from tests.support.fake_upstream import ServerThread
+from tests.test_matrix import check_answer
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLER_DIALECTS = list(CALLERS)
@@ -289,10 +289,10 @@ def test_a_credentials_refresh_runs_off_the_event_loop() -> None:
 
     def refresh() -> dict[str, str]:
         threads.append(threading.get_ident())
-        expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+        expiry = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
         return {"access_key": ACCESS_KEY, "secret_key": SECRET_KEY, "token": SESSION_TOKEN, "expiry_time": expiry.isoformat()}
 
-    soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=30)).isoformat()  # inside the refresh window
+    soon = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30)).isoformat()  # inside the refresh window
     credentials = RefreshableCredentials.create_from_metadata(
         {"access_key": "old", "secret_key": "old", "token": "old", "expiry_time": soon}, refresh, "assume-role-with-web-identity",
     )

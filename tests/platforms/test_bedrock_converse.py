@@ -27,13 +27,13 @@ from google.genai import _interactions_errors as interactions_errors
 
 pytest.importorskip("botocore")
 
-from gateway.app import create_app  # noqa: E402
-from gateway.server_protocol import uvicorn_options  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
-from tests.support.bedrock_double import ACCESS_KEY, API_KEY, SECRET_KEY, SESSION_TOKEN, BedrockDouble, ConverseReplay  # noqa: E402
-from tests.support.callers import CALLERS, ERRORS, USER, InteractionStreamError, Outcome, anthropic_client, error_status, gemini_client, openai_client  # noqa: E402
-from tests.support.fake_upstream import ServerThread  # noqa: E402
-from tests.test_matrix import STOPS, check_usage  # noqa: E402
+from gateway.app import create_app
+from gateway.server_protocol import uvicorn_options
+from gateway.settings import Settings
+from tests.support.bedrock_double import ACCESS_KEY, API_KEY, SECRET_KEY, SESSION_TOKEN, BedrockDouble, ConverseReplay
+from tests.support.callers import CALLERS, ERRORS, USER, InteractionStreamError, Outcome, anthropic_client, error_status, gemini_client, openai_client
+from tests.support.fake_upstream import ServerThread
+from tests.test_matrix import STOPS, check_usage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "dialects" / "bedrock_converse" / "fixtures"
 CALLER_DIALECTS = list(CALLERS)

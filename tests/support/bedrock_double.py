@@ -208,7 +208,7 @@ class BedrockDouble:
         if not authorization.startswith("AWS4-HMAC-SHA256 "):
             return "MissingAuthenticationTokenException", "Missing Authentication Token"
         fields = dict(part.strip().split("=", 1) for part in authorization[17:].split(","))
-        key_id, date, region, service, _ = fields["Credential"].split("/")
+        key_id, _date, region, service, _ = fields["Credential"].split("/")
         if key_id != self.access_key:
             return "UnrecognizedClientException", "The security token included in the request is invalid."
         if self.session_token is not None and headers.get("x-amz-security-token") != self.session_token:

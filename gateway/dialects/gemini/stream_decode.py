@@ -27,6 +27,7 @@ caller's ``message_start`` shows the real ``input_tokens``.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -297,7 +298,7 @@ def _apply_partial(args: dict[str, Any], pieces: list[Any]) -> None:
         if kind == "nullValue":
             value = None
         node: Any = args
-        for tok, nxt in zip(tokens, tokens[1:]):
+        for tok, nxt in itertools.pairwise(tokens):
             fresh: Any = [] if isinstance(nxt, int) else {}
             if isinstance(node, dict):
                 node = node.setdefault(tok, fresh) if not isinstance(node.get(tok), (dict, list)) else node[tok]

@@ -13,8 +13,8 @@ from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import arguments_object
 from gateway.events import Event, StreamError
 from gateway.reply import Reply
-from .sigs import to_caller
 
+from .sigs import to_caller
 from .stop_reasons import render_stop_reason
 from .stream_decode import DIALECT, GeminiStreamDecoder
 from .usage import render_usage

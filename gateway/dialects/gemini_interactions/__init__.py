@@ -25,7 +25,7 @@ from .stream_encode import DONE_FRAME, InteractionsStreamEncoder, event_id_for, 
 
 DIALECT = "gemini-interactions"
 
-__all__ = ["CODEC", "InteractionsCodec", "InteractionsStreamDecoder", "InteractionsStreamEncoder", "event_id_for", "parse_event_id", "DONE_FRAME"]
+__all__ = ["CODEC", "DONE_FRAME", "InteractionsCodec", "InteractionsStreamDecoder", "InteractionsStreamEncoder", "event_id_for", "parse_event_id"]
 
 
 class InteractionsCodec:

@@ -130,9 +130,8 @@ def test_exception_mid_stream_reaches_the_caller_as_an_error(gateway: tuple[Conv
 def test_throttling_before_the_first_byte_is_a_429(gateway: tuple[ConverseUpstream, str]) -> None:
     _, url = gateway
     client = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
-    with pytest.raises(anthropic.RateLimitError):
-        with client.messages.stream(model="bedrock/amazon.nova-pro-v1:0--throttled", max_tokens=100, messages=MSGS) as stream:
-            stream.get_final_message()
+    with pytest.raises(anthropic.RateLimitError), client.messages.stream(model="bedrock/amazon.nova-pro-v1:0--throttled", max_tokens=100, messages=MSGS) as stream:
+        stream.get_final_message()
     chat = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
     with pytest.raises(openai.RateLimitError):
         chat.chat.completions.create(model="bedrock/amazon.nova-pro-v1:0--http_429", messages=MSGS)

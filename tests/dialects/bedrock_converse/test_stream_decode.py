@@ -34,7 +34,7 @@ def test_fixture_keeps_the_contract_and_folds_to_the_answer(name: str) -> None:
     tools = [[b.id, b.name, orjson.loads(b.arguments)] for b in reply.blocks if b.kind == "tool_call"]
     assert tools == want.get("tools", [])
     if "thinking" in want:
-        thinking = [b for b in reply.blocks if b.kind == "thinking"][0]
+        thinking = next(b for b in reply.blocks if b.kind == "thinking")
         assert thinking.text == want["thinking"] and thinking.signature == want["signature"]
         assert [b.data for b in reply.blocks if b.kind == "redacted_thinking"] == [want["redacted"]]
 
