@@ -22,7 +22,7 @@ import orjson
 from gateway.dialects.base import Identity, RequestMeta
 from gateway.dialects.common import new_id
 from gateway.dialects.registry import codec_for
-from gateway.events import BlockStart, BlockStop, End, Event, MessageStart, TextDelta, ToolArgsDelta, Usage
+from gateway.events import BlockStart, BlockStop, End, Event, MessageStart, StopReason, TextDelta, ToolArgsDelta, Usage
 from gateway.ir import ChatRequest, Message, TextPart, ToolResultPart
 
 
@@ -95,12 +95,12 @@ def demo_events(req: ChatRequest, model: str) -> list[Event]:
         text = f"Hello from the demo provider! You said: {prompt[:200]}" if prompt else "Hello from the demo provider!"
     fragments = _words(text)
     limit = req.max_tokens
-    reason = "stop"
+    reason: StopReason = "stop"
     if limit is not None and limit < len(fragments):
         fragments, reason = fragments[:limit], "length"
     events.append(BlockStart(0, "text"))
     events += [TextDelta(0, f) for f in fragments]
-    events += [BlockStop(0), Usage(input=input_tokens, output=len(fragments)), End(reason, None)]  # type: ignore[arg-type]
+    events += [BlockStop(0), Usage(input=input_tokens, output=len(fragments)), End(reason, None)]
     return events
 
 

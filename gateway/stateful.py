@@ -314,7 +314,9 @@ class Stateful:
                     if not run.interrupted:
                         raise  # not ours (the loop is closing): nothing can be written any more
                     run.interrupted = False
-                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                    task = asyncio.current_task()
+                    if task is not None:  # always, inside a task; the cancel was ours: take it back
+                        task.uncancel()
                     continue
                 finally:
                     run.reading = False
