@@ -1,8 +1,8 @@
 """The event source (gateway/source.py): an upstream response → framer → dialect decoder → batches.
 
 Every test streams a real HTTP/1.1 response from a loopback server that runs in the test's own
-event loop (``Upstream``: each reply is a script of body writes, pauses and resets, chunked unless
-told otherwise), through a real started ``Provider`` and its transport. Nothing in the unit is
+event loop (tests/support/scripted_upstream.py: each reply a script of body writes, pauses and
+resets), through a real started ``Provider`` and its transport. Nothing in the unit is
 mocked: what a test asserts is what the relay would get from ``next_batch`` and ``aclose``.
 """
 
@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,6 +26,7 @@ from gateway.source import MAX_WHOLE_REPLY, HttpEventSource
 from gateway.sse import SSEDecoder, SSEFrame
 from gateway.upstream import Provider
 from tests.support.bedrock_double import anthropic_events, assemble, chunk_message, exception_message
+from tests.support.scripted_upstream import Flood, Part, Pause, Reply, Request, Reset, Upstream, Wait, replying
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
@@ -36,135 +35,6 @@ TEXT = (CAPTURES / "anthropic" / "text.sse").read_bytes()
 
 def capture(dialect: str, scenario: str = "text") -> bytes:
     return (CAPTURES / dialect / f"{scenario}.sse").read_bytes()
-
-
-# --------------------------------------------------------------------------- the loopback upstream
-
-
-@dataclass
-class Reset:
-    """Abort the TCP connection (an RST, no clean end of the body)."""
-
-
-@dataclass
-class Pause:
-    seconds: float
-
-
-@dataclass
-class Wait:
-    """Hold the reply until the test sets ``event``."""
-
-    event: asyncio.Event
-
-
-@dataclass
-class Flood:
-    """``total`` bytes of JSON-ish filler in 1 MiB writes, for as long as the client reads."""
-
-    total: int
-
-
-Part = bytes | Reset | Pause | Wait | Flood
-
-
-@dataclass
-class Reply:
-    parts: list[Part]
-    status: int = 200
-    content_type: str = "text/event-stream"
-    headers: dict[str, str] = field(default_factory=dict)
-    length: int | None = None  # a content-length body (else chunked)
-
-
-@dataclass
-class Request:
-    method: str
-    target: str
-
-
-class Upstream:
-    """A loopback HTTP/1.1 server in the test's loop: ``answer(request)`` scripts each reply.
-
-    Keep-alive as a real upstream: several requests per connection; ``connections`` counts the
-    TCP connections accepted, ``sent`` the body bytes a ``Flood`` got into the socket."""
-
-    def __init__(self, answer: Callable[[Request], Reply]) -> None:
-        self.answer = answer
-        self.requests: list[Request] = []
-        self.connections = 0
-        self.sent = 0
-        self.url = ""
-        self._writers: list[asyncio.StreamWriter] = []
-
-    async def __aenter__(self) -> Upstream:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._server.close()
-        for writer in self._writers:
-            writer.transport.abort()
-        await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self._writers.append(writer)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                await reader.readexactly(length)
-                method, target = head.decode("latin-1").split(" ")[:2]
-                request = Request(method, target)
-                self.requests.append(request)
-                if not await self._write(writer, self.answer(request)):
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-        finally:
-            writer.transport.abort()
-
-    async def _write(self, writer: asyncio.StreamWriter, reply: Reply) -> bool:
-        chunked = reply.length is None
-        head = f"HTTP/1.1 {reply.status} X\r\ncontent-type: {reply.content_type}\r\n"
-        head += "transfer-encoding: chunked\r\n" if chunked else f"content-length: {reply.length}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
-        writer.write(head.encode() + b"\r\n")
-        for part in reply.parts:
-            if isinstance(part, Reset):
-                writer.transport.abort()
-                return False
-            if isinstance(part, Pause):
-                await asyncio.sleep(part.seconds)
-            elif isinstance(part, Wait):
-                await part.event.wait()
-            elif isinstance(part, Flood):
-                piece = b" " * (1 << 20)
-                while self.sent < part.total:
-                    writer.write(piece)
-                    await writer.drain()  # raises once the client has gone
-                    self.sent += len(piece)
-            else:
-                writer.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
-                await writer.drain()
-                await asyncio.sleep(0.002)  # a separate socket read on the other side
-        if chunked:
-            writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        return True
-
-
-NOT_FOUND = Reply([b'{"error":{"code":"not_found","message":"no such interaction"}}'], status=404, content_type="application/json")
-
-
-def replying(*parts: Part, **reply: object) -> Callable[[Request], Reply]:
-    """Every POST answered with ``parts``; a GET (a resume) finds nothing."""
-    return lambda request: NOT_FOUND if request.method == "GET" else Reply(list(parts), **reply)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the unit's callers
@@ -453,7 +323,9 @@ async def test_a_dropped_interactions_stream_resumes_after_the_last_event(drop: 
     async with Upstream(answer) as upstream:
         provider = provider_for("gemini-interactions", upstream.url)
         source = await open_source(provider, "/v1beta/interactions")
+        source.keep_frames = True
         events = await read_all(source)
+        kept = [frame.data for frame, _ in source.take_frames()]
         await source.aclose()
         assert provider.gauge.open == 0
         await provider.close()
@@ -462,6 +334,7 @@ async def test_a_dropped_interactions_stream_resumes_after_the_last_event(drop: 
     assert all(g.path == f"/v1beta/interactions/{INTERACTION_ID}" and parse_qs(g.query)["stream"] == ["true"] for g in gets)
     if drops <= 2:
         assert events == whole and not source.synthetic  # continued, nothing twice
+        assert kept == [f.data for f in SSEDecoder().feed(b"".join(INTERACTION))]  # the cut frame is not kept half
     else:
         assert events[:-1] == whole[: len(events) - 1]  # what came is the stream's beginning, then the error
         assert last_error(events).status == 502 and source.synthetic
@@ -494,12 +367,15 @@ async def test_a_bedrock_exception_frame_ends_the_stream_after_the_chunks_before
     async with Upstream(replying(*parts, content_type="application/vnd.amazon.eventstream")) as upstream:
         provider = provider_for("anthropic", "", platform="bedrock", region="us-east-1", endpoint_url=upstream.url)
         source = await open_source(provider, "/model/text/invoke-with-response-stream")
+        source.keep_frames = True  # the fast path: the frames before the failure are forwarded too
         events = await read_all(source)
+        kept = source.take_frames()
         await source.aclose()
         assert provider.gauge.open == 0
         await provider.close()
     err = last_error(events)
     assert events[:-1] == anthropic_events_of(BEDROCK_EVENTS[:5])
+    assert [f.data for f, _ in kept] == [e.decode() for e in BEDROCK_EVENTS[:5]] and [e for _, p in kept for e in p] == events[:-1]
     assert any(isinstance(e, TextDelta) for e in events)
     assert (err.kind, err.status, source.synthetic) == (kind, status, True) and says in err.message
 
