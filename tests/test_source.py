@@ -340,6 +340,19 @@ async def test_a_dropped_interactions_stream_resumes_after_the_last_event(drop: 
         assert last_error(events).status == 502 and source.synthetic
 
 
+async def test_a_resume_whose_connection_fails_ends_in_a_bad_gateway() -> None:
+    half = len(INTERACTION) // 2
+    async with Upstream(lambda r: None if r.method == "GET" else Reply([b"".join(INTERACTION[:half]), Reset()])) as upstream:
+        provider = provider_for("gemini-interactions", upstream.url)
+        source = await open_source(provider, "/v1beta/interactions")
+        events = await read_all(source)
+        await source.aclose()
+        assert provider.gauge.open == 0
+        await provider.close()
+    assert [r.method for r in upstream.requests] == ["POST", "GET"]
+    assert (last_error(events).kind, last_error(events).status, source.synthetic) == ("bad_gateway", 502, True)
+
+
 # --------------------------------------------------------------------------- Bedrock: eventstream
 
 

@@ -61,7 +61,7 @@ class Upstream:
     Keep-alive as a real upstream: several requests per connection; ``connections`` counts the
     TCP connections accepted, ``sent`` the body bytes a ``Flood`` got into the socket."""
 
-    def __init__(self, answer: Callable[[Request], Reply]) -> None:
+    def __init__(self, answer: Callable[[Request], Reply | None]) -> None:
         self.answer = answer
         self.requests: list[Request] = []
         self.connections = 0
@@ -101,7 +101,8 @@ class Upstream:
                 method, target = head.decode("latin-1").split(" ")[:2]
                 request = Request(method, target)
                 self.requests.append(request)
-                if not await self._write(writer, self.answer(request)):
+                reply = self.answer(request)
+                if reply is None or not await self._write(writer, reply):  # None: dropped unanswered
                     return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             return  # (cancelled: the test is over; ending quietly keeps asyncio from logging it)
