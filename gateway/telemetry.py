@@ -390,10 +390,12 @@ class RequestTrace:
             if not result.decision.is_sampled():
                 return
             trace_state = result.trace_state
-        tel.emit(self.trace_id, span, tel.SERVER, parent, trace_state)
-        parent = tel.SpanContext(self.trace_id, span.span_id, False, tel.SAMPLED, trace_state)
+        # the attempts first, as spans end in OpenTelemetry (children before their parent): an
+        # exporter that has the request's span then has all of its trace
+        own = tel.SpanContext(self.trace_id, span.span_id, False, tel.SAMPLED, trace_state)
         for child in self.attempts:
-            tel.emit(self.trace_id, child, tel.CLIENT, parent, trace_state)
+            tel.emit(self.trace_id, child, tel.CLIENT, own, trace_state)
+        tel.emit(self.trace_id, span, tel.SERVER, parent, trace_state)
 
     def _describe_attempt(self, attempt: _Span, record: AccessRecord, error: str | None) -> None:
         """The answering attempt's usage and finish reasons; the GenAI metrics."""
