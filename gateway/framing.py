@@ -9,10 +9,20 @@ This module sits below all of them so none imports another's layer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.events import StreamError
-from gateway.sse import SSEFrame
+
+
+@dataclass(slots=True)
+class SSEFrame:
+    """One frame, whatever framing carried it: ``data`` (text) and the SSE fields beside it."""
+
+    data: str
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
 
 
 class Framer(Protocol):

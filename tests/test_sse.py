@@ -438,3 +438,44 @@ def test_capture_split_anywhere(path: Path, data: st.DataObject) -> None:
 @functools.cache
 def _whole_capture(path: Path) -> tuple[list[Frame], bool]:
     return decode_whole(path.read_bytes())
+
+
+def test_a_line_that_never_ends_is_refused_not_buffered_without_bound() -> None:
+    from gateway import sse
+    from gateway.framing import FramerError
+
+    d = SSEDecoder()
+    piece = b"x" * (1 << 20)
+    with pytest.raises(FramerError) as info:
+        d.feed(b"data: ")
+        for _ in range((sse.MAX_EVENT >> 20) + 1):
+            d.feed(piece)
+    assert info.value.error.kind == "bad_gateway" and info.value.error.status == 502
+
+
+def test_an_event_of_many_data_lines_is_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway import sse
+    from gateway.framing import FramerError
+
+    monkeypatch.setattr(sse, "MAX_EVENT", 1000)
+    d = SSEDecoder()
+    assert d.feed(b"data: ok\n\n")[0].data == "ok"
+    with pytest.raises(FramerError):
+        for _ in range(200):
+            d.feed(b"data: 0123456789\n")
+
+
+def test_a_long_line_over_many_reads_is_joined_once() -> None:
+    """Linear, not quadratic: 8 MiB in 64 KiB reads is one join (was a copy of the whole line per read)."""
+    import time
+
+    d = SSEDecoder()
+    line = b"x" * (8 << 20)
+    started = time.process_time()
+    frames = d.feed(b"event: big\ndata: ")
+    for i in range(0, len(line), 1 << 16):
+        frames += d.feed(line[i : i + (1 << 16)])
+    frames += d.feed(b"\n\n")
+    assert [(f.event, len(f.data)) for f in frames] == [("big", len(line))]
+    assert time.process_time() - started < 2.0  # the quadratic version took ~15 s here
+    assert d.close()
