@@ -28,3 +28,28 @@ SAMPLING_EXCLUSIVE = ("*claude-opus-4-1*", "*claude-*-4-5*", *ADAPTIVE_THINKING)
 
 def matches(model: str, globs: tuple[str, ...] | None, default: tuple[str, ...]) -> bool:
     return any(fnmatchcase(model, g) for g in (default if globs is None else globs))
+
+
+def claude_sampling(
+    temperature: float | None, top_p: float | None, top_k: int | None, *, thinking_on: bool, exclusive: bool, dropped: list[str]
+) -> tuple[float | None, float | None, int | None]:
+    """temperature / top_p / top_k as Claude takes them (on its own API or through Bedrock Converse),
+    each one left out recorded in ``dropped``.
+
+    With thinking on Claude takes neither temperature nor top_k, and top_p only from 0.95; the
+    models that refuse temperature together with top_p (``exclusive``) keep temperature.
+    """
+    if thinking_on:
+        if temperature is not None:
+            dropped.append("temperature")
+            temperature = None
+        if top_k is not None:
+            dropped.append("top_k")
+            top_k = None
+        if top_p is not None and top_p < 0.95:
+            dropped.append("top_p")
+            top_p = None
+    if exclusive and temperature is not None and top_p is not None:
+        dropped.append("top_p")
+        top_p = None
+    return temperature, top_p, top_k

@@ -247,20 +247,7 @@ def _sampling(req: ChatRequest, body: dict[str, Any], thinking_on: bool, exclusi
     ``sampling_exclusive_models`` refuse temperature with top_p: temperature is kept.
     """
     same = req.dialect == DIALECT
-    temperature, top_p, top_k = req.temperature, req.top_p, req.top_k
-    if thinking_on and not same:
-        if temperature is not None:
-            dropped.append("temperature")
-            temperature = None
-        if top_k is not None:
-            dropped.append("top_k")
-            top_k = None
-        if top_p is not None and top_p < 0.95:
-            dropped.append("top_p")
-            top_p = None
-    if exclusive and temperature is not None and top_p is not None:
-        dropped.append("top_p")
-        top_p = None
+    temperature, top_p, top_k = models.claude_sampling(req.temperature, req.top_p, req.top_k, thinking_on=thinking_on and not same, exclusive=exclusive, dropped=dropped)
     if temperature is not None:
         body["temperature"] = temperature
     if top_p is not None:

@@ -132,17 +132,8 @@ def _inference(req: ChatRequest, max_tokens: int | None, thinking_on: bool, excl
     config: dict[str, Any] = {}
     if max_tokens is not None:
         config["maxTokens"] = max_tokens
-    temperature, top_p = req.temperature, req.top_p
-    if thinking_on:  # Claude's rules with extended thinking
-        if temperature is not None:
-            dropped.append("temperature")
-            temperature = None
-        if top_p is not None and top_p < 0.95:
-            dropped.append("top_p")
-            top_p = None
-    if exclusive and temperature is not None and top_p is not None:
-        dropped.append("top_p")
-        top_p = None
+    # Claude's rules (thinking_on is only ever set for Claude); top_k is not an inferenceConfig field
+    temperature, top_p, _ = claude.claude_sampling(req.temperature, req.top_p, None, thinking_on=thinking_on, exclusive=exclusive, dropped=dropped)
     if temperature is not None:
         if temperature > 1.0:
             log.warning("bedrock-converse: temperature %g clamped to 1.0 (Converse's maximum)", temperature)
