@@ -340,7 +340,8 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
     while True:
         plan = await routing.plan(req, resolved, tried)
         for number, target in enumerate(plan.candidates):
-            if not await routing.admit(resolved, target):
+            hold = await routing.admit(resolved, target, req)
+            if hold is False:
                 continue
             tried.add(target.key)
             await routing.started(resolved, target)
@@ -349,13 +350,13 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
             try:
                 opened = await _try_target(op, target, tries=tries)
             except BaseException:
-                await routing.ended(resolved, target)
+                await routing.ended(resolved, target, None, hold)
                 raise
             if isinstance(opened, Opened):
                 await routing.served(resolved, target, plan, attempts[-1].ms / 1000)
-                opened.on_close = lambda usage, t=target: routing.ended(resolved, t, usage)
+                opened.on_close = lambda usage, t=target, h=hold: routing.ended(resolved, t, usage, h)
                 return opened
-            await routing.ended(resolved, target)
+            await routing.ended(resolved, target, None, hold)
             if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)
                 await routing.failed(resolved, target, opened.kind, opened.retry_after)
                 last = opened

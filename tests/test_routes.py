@@ -1,4 +1,4 @@
-"""Routes over several targets (issue 20): balancing, cooldowns, affinity, per-target rpm.
+"""Routes over several targets (issue 20): balancing, cooldowns, affinity, per-target rpm/tpm.
 
 One loopback OpenAI-chat server stands for several deployments (``tests/support/targets.py``):
 the targets of route ``text`` are upstream models ``a``, ``b``, … of provider ``up``, and the
@@ -296,12 +296,30 @@ def test_access_log_names_the_target_that_served_and_those_tried(deployments: De
 
 
 def test_per_target_tpm_passes_the_target_over(deployments: Deployments) -> None:
-    # each answer reports 3 + 2 = 5 tokens: after two answers a is at its 10 tokens a minute
-    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 10}]) as url, httpx.Client(timeout=10) as client:
-        served = [served_by(ask(client, url)) for _ in range(4)]
-    if served[:2] == ["a", "a"] and time.time() % 60 > 2:
-        assert served[2:] == ["b", "b"]
+    # each request reserves its input estimate (4 tokens for "hi") + max_tokens 1 = 5 of a's 14 a
+    # minute, and each answer reports 3 + 2 = 5 tokens: after two answers a third does not fit
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 14}]) as url, httpx.Client(timeout=10) as client:
+        served = [served_by(ask(client, url, max_tokens=1)) for _ in range(4)]
+    if time.time() % 60 > 2:  # (the minute did not turn over during the test)
+        assert served == ["a", "a", "b", "b"]
     assert deployments.count("a") == served.count("a")
+
+
+def test_per_target_tpm_counts_the_answers_still_running(deployments: Deployments) -> None:
+    """A target's tpm is reserved when a request is sent to it, not counted when the answer ends:
+    while one answer is streaming from a, a second request that would take a past its tpm goes to b."""
+    deployments.behaviour["a"] = Behaviour(hold=1.5)
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 9}]) as url, httpx.Client(timeout=10) as client:
+        hold = {"model": "text", "stream": True, "max_tokens": 1, "messages": [{"role": "user", "content": "hold"}]}
+        holder = threading.Thread(target=lambda: httpx.post(url + "/v1/chat/completions", json=hold, timeout=10))
+        holder.start()
+        deadline = time.monotonic() + 5
+        while not deployments.open.get("a") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert deployments.open.get("a")
+        assert served_by(ask(client, url, max_tokens=1)) == "b"  # 5 + 1 held, 4 + 1 more: past 9
+        holder.join()
+    assert deployments.count("a") == 1
 
 
 def test_the_last_healthy_target_gets_its_providers_retries(deployments: Deployments) -> None:

@@ -137,8 +137,9 @@ class SQLiteCounters:
                     spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano)).fetchone()[0]
                 if s.counted:
                     db.execute(_UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s)))
-                seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
-                trim = trim or seq % 100 == 0
+                if s.logged:
+                    seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
+                    trim = trim or seq % 100 == 0
                 out.append(spent)
             for key, st in states.items():
                 _save(db, key, st)
