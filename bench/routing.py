@@ -112,6 +112,15 @@ async def main() -> None:
                 return await execute(*args, **kwargs)
 
             redis_store._r.execute_command = counted  # type: ignore[method-assign]
+            from redis.asyncio.client import Pipeline
+
+            pipelined = Pipeline.execute
+
+            async def counted_pipeline(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                calls[0] += 1  # a pipeline (the settle of a target's hold) is one round trip too
+                return await pipelined(self, *args, **kwargs)
+
+            Pipeline.execute = counted_pipeline  # type: ignore[method-assign]
         if redis_store:
             ping = redis_store._r
             t0 = time.perf_counter()

@@ -340,7 +340,7 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
     while True:
         plan = await routing.plan(req, resolved, tried)
         for number, target in enumerate(plan.candidates):
-            hold = await routing.admit(resolved, target, req)
+            hold = await routing.admit(resolved, target, req, plan)
             if hold is False:
                 continue
             tried.add(target.key)
@@ -384,6 +384,7 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
         )
     elif last is not None:
         err = last
-    else:  # every target passed over for its rpm
-        err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its requests-per-minute limit; retry in a minute", retry_after=60 - time.time() % 60)
+    else:  # every target passed over for its rpm/tpm: retry when the first has room (its sliding window says when)
+        wait = plan.limited if plan.limited is not None else 60 - time.time() % 60
+        err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its rpm/tpm limit; retry in {max(1, math.ceil(wait))}s", retry_after=wait)
     raise err

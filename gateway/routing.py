@@ -55,6 +55,7 @@ class Plan:
     recovery: float | None  # seconds until the first cooling target recovers (None: none cooling)
     session: str | None  # the affinity pin key, when the route has affinity and a session
     pinned: str | None  # the target key the session was pinned to
+    limited: float | None = None  # seconds until the first target passed over for its rpm/tpm has room
 
 
 class RoutingMetrics:
@@ -143,10 +144,12 @@ class Routing:
                 ordered.insert(0, first)
         return Plan(ordered, recovery, session, pinned)
 
-    async def admit(self, resolved: Resolved, target: Target, req: ChatRequest) -> Hold | bool:
+    async def admit(self, resolved: Resolved, target: Target, req: ChatRequest, plan: Plan | None = None) -> Hold | bool:
         """Hold one request of the target's rpm and the request's reserved tokens of its tpm: the
         hold to settle in ``ended`` (True: the target has no limits, nothing held), or False when
-        the target is at a limit for now (the caller passes it over)."""
+        the target is at a limit for now (the caller passes it over; ``plan.limited`` then says
+        how soon the first such target has room: the sliding window's own answer, the 429's
+        ``Retry-After`` when every target is at a limit)."""
         if target.rpm is None and target.tpm is None:
             return True
         tokens = 0
@@ -157,6 +160,9 @@ class Routing:
         verdict = self._local.reserve(ask) if self.counters is None else await self.counters.reserve(ask)
         if not verdict.ok:
             self.metrics.cooling.labels(resolved.route, target.key, verdict.reason or "rpm").inc()
+            wait = verdict.retry_after
+            if plan is not None and wait is not None and (plan.limited is None or wait < plan.limited):
+                plan.limited = wait
             return False
         return verdict.hold or True
 

@@ -190,6 +190,24 @@ def test_all_cooling_past_the_budget_is_429_with_retry_after_in_each_dialect(dep
     assert kind in ("rate_limit_error", "RESOURCE_EXHAUSTED", "429", "rate_limit_exceeded", "resource_exhausted"), second.text
 
 
+@pytest.mark.parametrize("dialect", ["openai-chat", "anthropic", "gemini"])
+def test_every_target_at_its_rpm_is_429_with_the_windows_retry_after(deployments: Deployments, dialect: str) -> None:
+    """Both targets at their rpm: a 429 in the caller's dialect, nothing sent upstream, and a
+    ``Retry-After`` that is when the sliding window has room again (not just "the next minute")."""
+    path, body = CALLS[dialect]
+    extras = [{"index": 0, "rpm": 1}, {"index": 1, "rpm": 1}]
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=extras) as url, httpx.Client(timeout=10) as client:
+        assert client.post(url + path, json=body).status_code == 200
+        assert client.post(url + path, json=body).status_code == 200
+        deployments.hits.clear()
+        third = client.post(url + path, json=body)
+    assert deployments.hits == []
+    assert third.status_code == 429, third.text
+    assert 1 <= int(third.headers["retry-after"]) <= 120
+    kind = _error_kind(dialect, third.json())
+    assert kind in ("rate_limit_error", "RESOURCE_EXHAUSTED", "rate_limit_exceeded"), third.text
+
+
 def test_affinity_sticks_while_healthy_and_moves_once_on_failure(deployments: Deployments) -> None:
     with gateway(deployments, ["a", "b", "c"], strategy="weighted", affinity="session", cooldown_seconds=0.5) as url, httpx.Client(timeout=10) as client:
         homes = {}
