@@ -1,4 +1,4 @@
-"""Choosing among a route's targets: health (cooldowns), limits (rpm), balance, affinity.
+"""Choosing among a route's targets: health (cooldowns), limits (rpm/tpm), balance, affinity.
 
 ``Routing`` is what ``attempts.open_upstream`` asks, for a route with ``targets``:
 
@@ -154,7 +154,9 @@ class Routing:
             return True
         tokens = 0
         if target.tpm is not None:
-            tokens = estimate_tokens(req) + min(req.max_tokens or self.reserve_output, self.reserve_output)
+            # at most the whole tpm: a reservation larger than a minute's allowance still goes to an
+            # idle target (else a target with a small tpm would never be used), and fills it
+            tokens = min(estimate_tokens(req) + min(req.max_tokens or self.reserve_output, self.reserve_output), target.tpm)
         self._leases += 1
         ask = Ask("@" + target.key, self._lease_prefix + str(self._leases), time.time(), self.lease_seconds, tokens, 0, "", None, target.rpm, target.tpm)
         verdict = self._local.reserve(ask) if self.counters is None else await self.counters.reserve(ask)

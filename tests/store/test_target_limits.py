@@ -49,3 +49,12 @@ async def test_a_targets_tpm_is_reserved_then_settled(opener: Opener) -> None:
     assert second is not False  # 10 + 80 <= 100
     await b.ended(route, target, None, second)  # a failed attempt: its reservation is returned whole
     assert await a.admit(route, target, req) is not False
+
+
+async def test_a_request_larger_than_a_targets_tpm_still_reaches_an_idle_target(opener: Opener) -> None:
+    target = Target("up", "a", 1, tpm=50)
+    route, req = _route(target), ChatRequest("text")  # no max_tokens: 1 + reserve_output_tokens (4096) > 50
+    a = _replica(opener)
+    hold = await a.admit(route, target, req)
+    assert hold is not False  # the reservation is capped at the whole tpm ...
+    assert await a.admit(route, target, req) is False  # ... which it fills while it runs
