@@ -170,7 +170,7 @@ def create_state(settings: Settings) -> GatewayState:
         auth=Authenticator(keys, keys_ring),
         ledger=ledger,
         limiter=Limiter(settings.spend, observer.metrics, ledger.prices, providers),
-        routing=Routing(registry=observer.metrics.registry),
+        routing=Routing(registry=observer.metrics.registry, reserve_output=settings.spend.reserve_output_tokens, lease_seconds=settings.spend.lease_seconds),
         inspector=from_settings(settings),
         telemetry=telemetry_from_settings(settings, observer.metrics.registry),
         console=console,
@@ -207,6 +207,7 @@ def create_app(settings: Settings) -> Starlette:
             log.exception("could not read the key records from the store; retrying in the background")
         refresher = asyncio.create_task(_refresh_keys(state, store))
         state.routing.shared = store.shared()  # cooldowns and pins every replica on this store sees
+        state.routing.counters = store  # and the targets' rpm/tpm, on the key limits' counters
         try:
             yield
         finally:

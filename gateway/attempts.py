@@ -340,7 +340,8 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
     while True:
         plan = await routing.plan(req, resolved, tried)
         for number, target in enumerate(plan.candidates):
-            if not await routing.admit(resolved, target):
+            hold = await routing.admit(resolved, target, req, plan)
+            if hold is False:
                 continue
             tried.add(target.key)
             await routing.started(resolved, target)
@@ -349,13 +350,13 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
             try:
                 opened = await _try_target(op, target, tries=tries)
             except BaseException:
-                await routing.ended(resolved, target)
+                await routing.ended(resolved, target, None, hold)
                 raise
             if isinstance(opened, Opened):
                 await routing.served(resolved, target, plan, attempts[-1].ms / 1000)
-                opened.on_close = lambda usage, t=target: routing.ended(resolved, t, usage)
+                opened.on_close = lambda usage, t=target, h=hold: routing.ended(resolved, t, usage, h)
                 return opened
-            await routing.ended(resolved, target)
+            await routing.ended(resolved, target, None, hold)
             if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)
                 await routing.failed(resolved, target, opened.kind, opened.retry_after)
                 last = opened
@@ -383,6 +384,7 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
         )
     elif last is not None:
         err = last
-    else:  # every target passed over for its rpm
-        err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its requests-per-minute limit; retry in a minute", retry_after=60 - time.time() % 60)
+    else:  # every target passed over for its rpm/tpm: retry when the first has room (its sliding window says when)
+        wait = plan.limited if plan.limited is not None else 60 - time.time() % 60
+        err = GatewayError("rate_limit", f"every target of {resolved.route!r} is at its rpm/tpm limit; retry in {max(1, math.ceil(wait))}s", retry_after=wait)
     raise err

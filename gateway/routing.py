@@ -1,33 +1,38 @@
-"""Choosing among a route's targets: health (cooldowns), limits (rpm), balance, affinity.
+"""Choosing among a route's targets: health (cooldowns), limits (rpm/tpm), balance, affinity.
 
 ``Routing`` is what ``attempts.open_upstream`` asks, for a route with ``targets``:
 
 * ``plan`` — the pool's targets that are not cooling, in the strategy's order, a session's pinned
   target first while it is healthy; and, when some are cooling, how soon the first recovers.
-* ``admit`` — take one request of a target's ``rpm`` (a shared per-minute counter), and check its
-  ``tpm`` (tokens of the answers that ended this minute): a target at a limit is passed over,
-  never called. Tokens are counted when an answer ends, so requests already running when the
-  limit is reached may go past it by their own size.
+* ``admit`` — hold one request of a target's ``rpm`` and, for its ``tpm``, the request's tokens
+  reserved up front as a named key's are (the input estimate plus ``max_tokens``, at most
+  ``[spend] reserve_output_tokens``): a target whose limit that would pass is passed over, never
+  called. Both are the key limits' own sliding-window counters (``Store.reserve``, one atomic
+  step: a Lua script on Redis, one transaction on SQLite), kept under the name ``@<target>``
+  (``@`` cannot begin a key name), so "N a minute across replicas" has one implementation.
 * ``failed`` — a failure before the first byte cools the target for ``cooldown_seconds`` or its
   ``Retry-After`` when longer; cooldowns only grow (``SharedState.cool``).
 * ``started`` / ``ended`` — one more / one fewer in flight (``least_busy``), and at the end the
-  answer's tokens counted against the target's ``tpm``.
+  hold settled: the reservation replaced by the tokens the upstream reported (``Store.settle``).
 * ``served`` — pin the session to the target that answered (it stays there while healthy; after a
   failure it moves once, and stays on the new one), and feed the latency EWMA.
 * ``chain`` — a stored answer's new id pinned to that target too, for a conversation known only by
   ``previous_response_id`` / ``previous_interaction_id``.
 
-All shared state goes through ``SharedState`` (the ``[store]``: Redis across replicas, process
-memory otherwise); in-flight counts are written only for ``least_busy``, pins only with affinity,
-so a weighted route without affinity costs one read (the cooldowns) per request.
+Cooldowns, in-flight counts and pins go through ``SharedState`` (the ``[store]``: Redis across
+replicas, process memory otherwise); in-flight counts are written only for ``least_busy``, pins
+only with affinity, so a weighted route without affinity or limits costs one read (the cooldowns)
+per request; a target with rpm/tpm adds one reserve and one settle.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -36,7 +41,10 @@ from gateway.balance import Latency, order
 from gateway.events import Usage
 from gateway.ir import ChatRequest
 from gateway.router import Resolved, Target
+from gateway.store.counters import Ask, Hold, Settlement
+from gateway.store.memory_counters import MemoryCounters
 from gateway.store.shared import LocalShared, SharedState
+from gateway.token_estimate import estimate_tokens
 
 IN_FLIGHT_TTL = 3600.0  # a replica that dies mid-stream leaves its count; it fades after this
 
@@ -47,6 +55,7 @@ class Plan:
     recovery: float | None  # seconds until the first cooling target recovers (None: none cooling)
     session: str | None  # the affinity pin key, when the route has affinity and a session
     pinned: str | None  # the target key the session was pinned to
+    limited: float | None = None  # seconds until the first target passed over for its rpm/tpm has room
 
 
 class RoutingMetrics:
@@ -74,12 +83,20 @@ class _Route:
 
 
 class Routing:
-    def __init__(self, shared: SharedState | None = None, registry: CollectorRegistry | None = None, rng: random.Random | None = None) -> None:
+    def __init__(self, shared: SharedState | None = None, registry: CollectorRegistry | None = None, rng: random.Random | None = None,
+                 reserve_output: int = 4096, lease_seconds: float = 3900.0) -> None:
         self.shared = shared or LocalShared()
         self.latency = Latency()
         self.rng = rng or random.Random()
         self.metrics = RoutingMetrics(registry if registry is not None else CollectorRegistry())
         self._routes: dict[int, tuple[Resolved, _Route]] = {}
+        # the target limits' counters: the [store] once it opens (app lifespan), this process otherwise
+        self.counters: Any = None
+        self._local = MemoryCounters(requests_kept=0)
+        self.reserve_output = reserve_output  # [spend] reserve_output_tokens: the tpm reservation's output cap
+        self.lease_seconds = lease_seconds  # a hold of a replica that died is released after this
+        self._lease_prefix = os.urandom(6).hex() + ":"
+        self._leases = 0
 
     def _route(self, resolved: Resolved) -> _Route:
         item = self._routes.get(id(resolved))
@@ -127,37 +144,48 @@ class Routing:
                 ordered.insert(0, first)
         return Plan(ordered, recovery, session, pinned)
 
-    async def admit(self, resolved: Resolved, target: Target) -> bool:
-        """Count one request against the target's rpm; False when it is at its rpm limit this
-        minute, or its tokens this minute (counted as answers end, ``ended``) reached its tpm."""
-        minute = int(time.time() // 60)
-        if target.tpm is not None:
-            (tokens,) = await self.shared.counts([f"tpm:{target.key}:{minute}"])
-            if tokens >= target.tpm:
-                self.metrics.cooling.labels(resolved.route, target.key, "tpm").inc()
-                return False
-        if target.rpm is None:
+    async def admit(self, resolved: Resolved, target: Target, req: ChatRequest, plan: Plan | None = None) -> Hold | bool:
+        """Hold one request of the target's rpm and the request's reserved tokens of its tpm: the
+        hold to settle in ``ended`` (True: the target has no limits, nothing held), or False when
+        the target is at a limit for now (the caller passes it over; ``plan.limited`` then says
+        how soon the first such target has room: the sliding window's own answer, the 429's
+        ``Retry-After`` when every target is at a limit)."""
+        if target.rpm is None and target.tpm is None:
             return True
-        used = await self.shared.add(f"rpm:{target.key}:{minute}", 1, 120.0)
-        if used > target.rpm:
-            self.metrics.cooling.labels(resolved.route, target.key, "rpm").inc()
+        tokens = 0
+        if target.tpm is not None:
+            # at most the whole tpm: a reservation larger than a minute's allowance still goes to an
+            # idle target (else a target with a small tpm would never be used), and fills it
+            tokens = min(estimate_tokens(req) + min(req.max_tokens or self.reserve_output, self.reserve_output), target.tpm)
+        self._leases += 1
+        ask = Ask("@" + target.key, self._lease_prefix + str(self._leases), time.time(), self.lease_seconds, tokens, 0, "", None, target.rpm, target.tpm)
+        verdict = self._local.reserve(ask) if self.counters is None else await self.counters.reserve(ask)
+        if not verdict.ok:
+            self.metrics.cooling.labels(resolved.route, target.key, verdict.reason or "rpm").inc()
+            wait = verdict.retry_after
+            if plan is not None and wait is not None and (plan.limited is None or wait < plan.limited):
+                plan.limited = wait
             return False
-        return True
+        return verdict.hold or True
 
     async def started(self, resolved: Resolved, target: Target) -> None:
         self._route(resolved).selected[target.key].inc()
         if resolved.strategy == "least_busy":
             await self.shared.add("busy:" + target.key, 1, IN_FLIGHT_TTL)
 
-    async def ended(self, resolved: Resolved, target: Target, usage: Usage | None = None) -> None:
-        """The attempt failed, or the answer it opened was closed: one fewer in flight, and its
-        tokens (input + output, as the upstream reported them) count against the target's tpm."""
+    async def ended(self, resolved: Resolved, target: Target, usage: Usage | None = None, hold: Hold | bool = True) -> None:
+        """The attempt failed, or the answer it opened was closed: one fewer in flight, and the
+        hold settled — its reserved tokens replaced by the answer's (input + output, as the
+        upstream reported them; none for a failed attempt)."""
         if resolved.strategy == "least_busy":
             await self.shared.add("busy:" + target.key, -1, IN_FLIGHT_TTL)
-        if target.tpm is not None and usage is not None:
-            tokens = (usage.input or 0) + (usage.output or 0)
-            if tokens:
-                await self.shared.add(f"tpm:{target.key}:{int(time.time() // 60)}", tokens, 120.0)
+        if isinstance(hold, Hold):
+            tokens = 0 if usage is None else (usage.input or 0) + (usage.output or 0)
+            s = Settlement(hold.key, time.time(), hold, "", "", "", tokens, 0, 0, 0, 0, 0, False, False, logged=False)
+            if self.counters is None:
+                self._local.settle([s])
+            else:
+                await self.counters.settle([s])
 
     async def failed(self, resolved: Resolved, target: Target, kind: str, retry_after: float | None) -> None:
         self.metrics.failed.labels(resolved.route, target.key, kind).inc()

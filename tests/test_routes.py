@@ -1,4 +1,4 @@
-"""Routes over several targets (issue 20): balancing, cooldowns, affinity, per-target rpm.
+"""Routes over several targets (issue 20): balancing, cooldowns, affinity, per-target rpm/tpm.
 
 One loopback OpenAI-chat server stands for several deployments (``tests/support/targets.py``):
 the targets of route ``text`` are upstream models ``a``, ``b``, … of provider ``up``, and the
@@ -190,6 +190,24 @@ def test_all_cooling_past_the_budget_is_429_with_retry_after_in_each_dialect(dep
     assert kind in ("rate_limit_error", "RESOURCE_EXHAUSTED", "429", "rate_limit_exceeded", "resource_exhausted"), second.text
 
 
+@pytest.mark.parametrize("dialect", ["openai-chat", "anthropic", "gemini"])
+def test_every_target_at_its_rpm_is_429_with_the_windows_retry_after(deployments: Deployments, dialect: str) -> None:
+    """Both targets at their rpm: a 429 in the caller's dialect, nothing sent upstream, and a
+    ``Retry-After`` that is when the sliding window has room again (not just "the next minute")."""
+    path, body = CALLS[dialect]
+    extras = [{"index": 0, "rpm": 1}, {"index": 1, "rpm": 1}]
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=extras) as url, httpx.Client(timeout=10) as client:
+        assert client.post(url + path, json=body).status_code == 200
+        assert client.post(url + path, json=body).status_code == 200
+        deployments.hits.clear()
+        third = client.post(url + path, json=body)
+    assert deployments.hits == []
+    assert third.status_code == 429, third.text
+    assert 1 <= int(third.headers["retry-after"]) <= 120
+    kind = _error_kind(dialect, third.json())
+    assert kind in ("rate_limit_error", "RESOURCE_EXHAUSTED", "rate_limit_exceeded"), third.text
+
+
 def test_affinity_sticks_while_healthy_and_moves_once_on_failure(deployments: Deployments) -> None:
     with gateway(deployments, ["a", "b", "c"], strategy="weighted", affinity="session", cooldown_seconds=0.5) as url, httpx.Client(timeout=10) as client:
         homes = {}
@@ -296,12 +314,30 @@ def test_access_log_names_the_target_that_served_and_those_tried(deployments: De
 
 
 def test_per_target_tpm_passes_the_target_over(deployments: Deployments) -> None:
-    # each answer reports 3 + 2 = 5 tokens: after two answers a is at its 10 tokens a minute
-    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 10}]) as url, httpx.Client(timeout=10) as client:
-        served = [served_by(ask(client, url)) for _ in range(4)]
-    if served[:2] == ["a", "a"] and time.time() % 60 > 2:
-        assert served[2:] == ["b", "b"]
+    # each request reserves its input estimate (4 tokens for "hi") + max_tokens 1 = 5 of a's 14 a
+    # minute, and each answer reports 3 + 2 = 5 tokens: after two answers a third does not fit
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 14}]) as url, httpx.Client(timeout=10) as client:
+        served = [served_by(ask(client, url, max_tokens=1)) for _ in range(4)]
+    if time.time() % 60 > 2:  # (the minute did not turn over during the test)
+        assert served == ["a", "a", "b", "b"]
     assert deployments.count("a") == served.count("a")
+
+
+def test_per_target_tpm_counts_the_answers_still_running(deployments: Deployments) -> None:
+    """A target's tpm is reserved when a request is sent to it, not counted when the answer ends:
+    while one answer is streaming from a, a second request that would take a past its tpm goes to b."""
+    deployments.behaviour["a"] = Behaviour(hold=1.5)
+    with gateway(deployments, ["a", "b"], strategy="ordered", target_extras=[{"index": 0, "tpm": 9}]) as url, httpx.Client(timeout=10) as client:
+        hold = {"model": "text", "stream": True, "max_tokens": 1, "messages": [{"role": "user", "content": "hold"}]}
+        holder = threading.Thread(target=lambda: httpx.post(url + "/v1/chat/completions", json=hold, timeout=10))
+        holder.start()
+        deadline = time.monotonic() + 5
+        while not deployments.open.get("a") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert deployments.open.get("a")
+        assert served_by(ask(client, url, max_tokens=1)) == "b"  # 5 + 1 held, 4 + 1 more: past 9
+        holder.join()
+    assert deployments.count("a") == 1
 
 
 def test_the_last_healthy_target_gets_its_providers_retries(deployments: Deployments) -> None:

@@ -89,6 +89,7 @@ class Settlement:
     counted: bool  # reached an upstream: counted in the spend buckets
     record: dict[str, Any] = field(default_factory=dict)  # the request record for /admin/requests
     period: str = ""  # the budget period to add the cost to (when the key has a budget)
+    logged: bool = True  # kept in the request records (False: a route target's hold, gateway/routing.py)
 
 
 SPEND_FIELDS = ("requests", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_nano", "unpriced_requests")

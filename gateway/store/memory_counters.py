@@ -44,7 +44,8 @@ class MemoryCounters:
                 acc = self.spend.setdefault((hour_of(s.now), s.key, s.model, s.provider, s.route), [0] * len(SPEND_FIELDS))
                 for i, value in enumerate(settlement_values(s)):
                     acc[i] += value
-            self.log.append((s.key, s.record))
+            if s.logged:
+                self.log.append((s.key, s.record))
             out.append(spent)
         return out
 

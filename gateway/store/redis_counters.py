@@ -141,8 +141,10 @@ if counted == '1' then
   end
   redis.call('ZADD', KEYS[8], hour, hour)
 end
-redis.call('LPUSH', KEYS[6], record); redis.call('LTRIM', KEYS[6], 0, kept - 1)
-if key ~= '' then redis.call('LPUSH', KEYS[7], record); redis.call('LTRIM', KEYS[7], 0, kept - 1) end
+if record ~= '' then
+  redis.call('LPUSH', KEYS[6], record); redis.call('LTRIM', KEYS[6], 0, kept - 1)
+  if key ~= '' then redis.call('LPUSH', KEYS[7], record); redis.call('LTRIM', KEYS[7], 0, kept - 1) end
+end
 return spent
 """.replace("%FIELDS%", ", ".join(f"'{f}'" for f in SPEND_FIELDS))
 
@@ -192,17 +194,23 @@ class RedisCounters:
             v.hold = Hold(ask.key, ask.lease, ask.period, minute, ask.tokens, ask.cost_nano)
         return v
 
+    def _settle_call(self, s: Settlement) -> tuple[list[str], list[Any]]:
+        p = self._rl(s.key)
+        hour = hour_of(s.now)
+        dims = SEP.join((s.key, s.model, s.provider, s.route)) + SEP
+        keys = [p + "leases", p + "lease", f"{p}b:{s.period}", f"{p}t:{minute_of(s.now)}", f"{self._prefix}spend:{hour}",
+                self._prefix + "requests", f"{self._prefix}requests:{{{s.key}}}", self._prefix + "spend:hours"]
+        args = [p, s.hold.lease if s.hold is not None else "", s.input + s.output, s.cost_nano, s.period,
+                "1" if s.counted else "0", dims, orjson.dumps(s.record) if s.logged else "", self.requests_kept, s.key, hour, *settlement_values(s)]
+        return keys, args
+
     async def settle(self, items: list[Settlement]) -> list[int]:
-        log_all = self._prefix + "requests"
+        if len(items) == 1:  # (a route target's hold, settled as its answer ends: no pipeline to build)
+            keys, args = self._settle_call(items[0])
+            return [_num(await self._settle_script(keys=keys, args=args))]
         async with self._r.pipeline(transaction=False) as pipe:
             for s in items:
-                p = self._rl(s.key)
-                hour = hour_of(s.now)
-                dims = SEP.join((s.key, s.model, s.provider, s.route)) + SEP
-                keys = [p + "leases", p + "lease", f"{p}b:{s.period}", f"{p}t:{minute_of(s.now)}", f"{self._prefix}spend:{hour}",
-                        log_all, f"{self._prefix}requests:{{{s.key}}}", self._prefix + "spend:hours"]
-                args = [p, s.hold.lease if s.hold is not None else "", s.input + s.output, s.cost_nano, s.period,
-                        "1" if s.counted else "0", dims, orjson.dumps(s.record), self.requests_kept, s.key, hour, *settlement_values(s)]
+                keys, args = self._settle_call(s)
                 await self._settle_script(keys=keys, args=args, client=pipe)
             results = await pipe.execute()
         return [_num(r) for r in results]

@@ -81,12 +81,6 @@ class RedisShared(SharedState):
     async def add(self, key: str, delta: int, ttl: float) -> int:
         return int(await self._add(keys=[self._p + "n:" + key], args=[delta, max(1, int(ttl * 1000))]))
 
-    async def counts(self, keys: Sequence[str]) -> list[int]:
-        if not keys:
-            return []
-        values = await self._r.mget([self._p + "n:" + k for k in keys])
-        return [int(v) if v is not None else 0 for v in values]
-
     async def pin(self, key: str, value: str, ttl: float) -> None:
         await self._r.set(self._p + "pin:" + key, value, px=max(1, int(ttl * 1000)))
 

@@ -1,4 +1,7 @@
-"""Routing state shared by the replicas: cooldowns, counters and pins, each with its own TTL.
+"""Routing state shared by the replicas: cooldowns, in-flight counters and pins, each with its own TTL.
+
+(A route target's rpm/tpm is not here: it is held on the key limits' own sliding-window counters,
+``Store.reserve`` / ``Store.settle``, see gateway/routing.py.)
 
 Why a separate, tiny interface (``Store.shared()``) instead of more rows in the store's tables:
 routing reads it on every request, so it must cost microseconds in-process and one round trip on
@@ -9,7 +12,7 @@ replicas cannot shorten or stretch a cooldown.
 
 * ``cool(key, seconds)`` — a cooldown that only ever grows: a shorter one never replaces a longer.
 * ``cooling(keys)`` — seconds left of each (0.0: healthy), in one read.
-* ``add(key, delta, ttl)`` / ``counts(keys)`` — counters (requests in flight, requests this minute).
+* ``add(key, delta, ttl)`` — a counter (requests in flight, for ``least_busy``), read by ``snapshot``.
 * ``pin(key, value, ttl)`` / ``pinned(key, ttl)`` — a small string with a TTL that reading refreshes
   (the session → target map of affinity).
 * ``snapshot`` — the three reads routing makes before a request, in one round trip.
@@ -36,10 +39,6 @@ class SharedState(abc.ABC):
         """Add ``delta`` to a counter (created at 0) and keep it ``ttl`` seconds; the new value."""
 
     @abc.abstractmethod
-    async def counts(self, keys: Sequence[str]) -> list[int]:
-        """Each counter's value, 0 when absent."""
-
-    @abc.abstractmethod
     async def pin(self, key: str, value: str, ttl: float) -> None:
         """Keep ``value`` under ``key`` for ``ttl`` seconds."""
 
@@ -47,14 +46,10 @@ class SharedState(abc.ABC):
     async def pinned(self, key: str, ttl: float) -> str | None:
         """The pinned value (its TTL refreshed to ``ttl``), or None."""
 
-
+    @abc.abstractmethod
     async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
-        """``cooling``, ``counts`` and ``pinned`` at once: what routing reads before each request
-        (Redis answers it in one round trip)."""
-        left = await self.cooling(cool_keys)
-        counts = await self.counts(count_keys) if count_keys else []
-        pinned = await self.pinned(pin_key, pin_ttl) if pin_key is not None else None
-        return left, counts, pinned
+        """``cooling``, each counter's value (0 when absent) and ``pinned``, at once: what routing
+        reads before each request (Redis answers it in one round trip)."""
 
 
 class LocalShared(SharedState):
@@ -87,13 +82,15 @@ class LocalShared(SharedState):
             self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
         return value
 
-    async def counts(self, keys: Sequence[str]) -> list[int]:
+    async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
+        left = await self.cooling(cool_keys)
         now = time.monotonic()
-        out = []
-        for key in keys:
+        counts = []
+        for key in count_keys:
             value, expiry = self._counts.get(key, (0, 0.0))
-            out.append(value if expiry > now else 0)
-        return out
+            counts.append(value if expiry > now else 0)
+        pinned = await self.pinned(pin_key, pin_ttl) if pin_key is not None else None
+        return left, counts, pinned
 
     async def pin(self, key: str, value: str, ttl: float) -> None:
         now = time.monotonic()

@@ -4,8 +4,9 @@ between another's check and its write. A key's live state (leases, windows, hold
 (gateway/store/key_state.py): a reserve writes one page. Spend tables have no TTL: they are the ledger.
 
 Mixed into ``SQLiteStore`` (gateway/store/sqlite.py), whose worker thread runs every statement
-but the reserves: those run on a connection of the event loop's own thread (``reserve``), and go to
-the worker only when another process holds the write lock past ``INLINE_BUSY_SECONDS``.
+but the reserves and the settling of a route target's hold: those run on a connection of the
+event loop's own thread (``reserve``), and go to the worker only when another process holds the
+write lock past ``INLINE_BUSY_SECONDS``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,19 @@ def _save(db: sqlite3.Connection, key: str, st: key_state.State) -> None:
     db.execute("INSERT OR REPLACE INTO rl_state VALUES (?, ?)", (key, orjson.dumps(st)))
 
 
+def _inline_tx(db: sqlite3.Connection, run: Callable[[sqlite3.Connection], T]) -> T:
+    """``run`` in one ``BEGIN IMMEDIATE`` transaction on the event loop's own connection."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        out = run(db)
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return out
+
+
 class SQLiteCounters:
     """The limits-and-spend half of ``SQLiteStore``. For ``:memory:`` it hands everything to
     ``MemoryCounters`` (one process by definition: no SQL, no thread hop)."""
@@ -109,19 +123,9 @@ class SQLiteCounters:
                 _save(db, ask.key, st)
             return v
 
-        if db is None:
-            return self._tx(run)
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            out = run(db)
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return out
+        return self._tx(run) if db is None else _inline_tx(db, run)
 
-    def _settle(self, items: list[Settlement]) -> list[int]:
+    def _settle(self, items: list[Settlement], db: sqlite3.Connection | None = None) -> list[int]:
         def run(db: sqlite3.Connection) -> list[int]:
             out = []
             trim = False
@@ -137,8 +141,9 @@ class SQLiteCounters:
                     spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano)).fetchone()[0]
                 if s.counted:
                     db.execute(_UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s)))
-                seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
-                trim = trim or seq % 100 == 0
+                if s.logged:
+                    seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
+                    trim = trim or seq % 100 == 0
                 out.append(spent)
             for key, st in states.items():
                 _save(db, key, st)
@@ -146,7 +151,7 @@ class SQLiteCounters:
                 db.execute("DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,))
             return out
 
-        return self._tx(run)
+        return self._tx(run) if db is None else _inline_tx(db, run)
 
     # -- event-loop side -----------------------------------------------------------------------------
 
@@ -157,19 +162,26 @@ class SQLiteCounters:
         the reserve goes to the worker thread, which may wait for it without blocking the loop."""
         if self._memory is not None:
             return self._memory.reserve(ask)
+        return await self._inline_or_worker(self._reserve, ask)
+
+    async def settle(self, items: list[Settlement]) -> list[int]:
+        """The ledger's batches go to the worker thread (they write spend rows and request
+        records); a route target's hold (``logged=False``: one row) is settled inline, as reserves are."""
+        if self._memory is not None:
+            return self._memory.settle(items)
+        if all(not s.logged for s in items):
+            return await self._inline_or_worker(self._settle, items)
+        return await self._run(self._settle, items)
+
+    async def _inline_or_worker(self, fn: Callable[[Any, sqlite3.Connection | None], T], arg: Any) -> T:
         db = self._inline()
         if db is not None:
             try:
-                return self._reserve(ask, db)
+                return fn(arg, db)
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
-        return await self._run(self._reserve, ask)
-
-    async def settle(self, items: list[Settlement]) -> list[int]:
-        if self._memory is not None:
-            return self._memory.settle(items)
-        return await self._run(self._settle, items)
+        return await self._run(fn, arg)
 
     async def budget_state(self, key: str, period: str) -> tuple[int, int]:
         if self._memory is not None:
