@@ -59,11 +59,15 @@ class Vertex(CloudPlatform):
         return google_auth(s.name, s.token_url)
 
     def decode_error(self, status: int, headers: httpx.Headers, body: bytes) -> GatewayError | None:
-        """Google's error format (``error.status`` a string) from Vertex's front end, for any dialect."""
+        """Google's error format (``error.status`` a string) from Vertex's front end, for any dialect;
+        also as the one-element JSON array Vertex answers for ``streamGenerateContent`` /
+        ``streamRawPredict`` (``[{"error": …}]``)."""
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
+        if isinstance(parsed, list) and parsed:
+            parsed = parsed[0]
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if isinstance(error, dict) and isinstance(error.get("status"), str):
             return google_errors.decode_error(status, body)

@@ -64,7 +64,8 @@ def decode_error(status: int, body: bytes) -> GatewayError:
     if isinstance(err, dict):
         message = str(err.get("message") or "")
         code, typ = err.get("code"), err.get("type")
-        raw = code if isinstance(code, str) and code else typ if isinstance(typ, str) else None
+        # Azure sends the HTTP status as a string code ("429"): a status, not a code
+        raw = code if isinstance(code, str) and code and not code.isdigit() else typ if isinstance(typ, str) else None
         param = err.get("param") if isinstance(err.get("param"), str) else None
     elif isinstance(err, str):
         message = err
