@@ -193,3 +193,18 @@ def test_gemini_retry_delay_becomes_retry_after(gateway: str) -> None:
     r = httpx.post(gateway + "/v1beta/models/text:generateContent", headers={"x-goog-api-key": "caller"}, json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
     assert r.status_code == 429 and r.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
     assert r.headers.get("retry-after") == "26"
+
+
+@pytest.mark.parametrize(("version", "old"), [("2024-06-01", True), ("2024-02-15-preview", True), ("2023-05-15", True),
+                                              ("2024-09-01-preview", False), ("2024-10-21", False), ("2025-04-01-preview", False), ("v1", False), ("preview", False)])
+def test_azure_chat_body_for_the_api_version(version: str, old: bool) -> None:
+    """Versions before 2024-09-01-preview refuse stream_options and max_completion_tokens."""
+    from gateway.dialects.base import UpstreamCall
+
+    ps = ProviderSettings(name="p", dialect="openai-chat", platform="azure", base_url="https://r.openai.azure.com", api_version=version, api_key="k")
+    body = {"model": "gpt-4o", "messages": [], "stream": True, "stream_options": {"include_usage": True}, "max_completion_tokens": 64}
+    call = platform_for(ps).adapt(UpstreamCall("/chat/completions", dict(body)), "gpt-4o", ps)
+    if old:
+        assert "stream_options" not in call.body and "max_completion_tokens" not in call.body and call.body["max_tokens"] == 64
+    else:
+        assert call.body["stream_options"] == {"include_usage": True} and call.body["max_completion_tokens"] == 64
