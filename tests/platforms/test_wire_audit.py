@@ -208,3 +208,12 @@ def test_azure_chat_body_for_the_api_version(version: str, old: bool) -> None:
         assert "stream_options" not in call.body and "max_completion_tokens" not in call.body and call.body["max_tokens"] == 64
     else:
         assert call.body["stream_options"] == {"include_usage": True} and call.body["max_completion_tokens"] == 64
+
+
+@pytest.mark.parametrize(("code", "kind", "status"), [("429", "rate_limit", 429), ("content_filter", "invalid_request", 400),
+                                                      ("server_error", "api_error", 500), ("rate_limit_exceeded", "rate_limit", 429)])
+def test_responses_in_stream_codes(code: str, kind: str, status: int) -> None:
+    """``response.failed`` / ``error`` codes: Azure's string statuses and content filter; OpenAI's own unchanged."""
+    from gateway.dialects.openai_responses.errors import kind_for_code
+
+    assert kind_for_code(code) == (kind, status)
