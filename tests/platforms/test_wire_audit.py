@@ -182,10 +182,9 @@ def test_azure_filter_inside_the_stream_is_a_400(gateway: str) -> None:
     with pytest.raises(openai.BadRequestError):
         _chat(gateway, "streamfiltered", True)
     client = anthropic.Anthropic(base_url=gateway, api_key="caller", max_retries=0)
-    with pytest.raises(anthropic.BadRequestError):
-        with client.messages.stream(model="streamfiltered", max_tokens=16, messages=[{"role": "user", "content": "hi"}]) as s:
-            for _ in s:
-                pass
+    with pytest.raises(anthropic.BadRequestError), client.messages.stream(model="streamfiltered", max_tokens=16, messages=[{"role": "user", "content": "hi"}]) as s:
+        for _ in s:
+            pass
 
 
 def test_gemini_retry_delay_becomes_retry_after(gateway: str) -> None:
