@@ -182,7 +182,7 @@ async def _attempt(op: _Opening, provider: Provider, target: Target, attempt: At
             if response.status_code >= 400 or response.status_code < 200:
                 body = await http_client.read_at_most(response, 1 << 20)  # an error body: a megabyte says enough
                 err = provider.platform.decode_error(response.status_code, response.headers, body) or codec.decode_error(response.status_code, body)
-                err.retry_after = _retry_after(response)
+                err.retry_after = _retry_after(response) or err.retry_after  # else the body's hint (Google's RetryInfo)
                 if response.status_code in (401, 403):
                     # The provider refused the *gateway's* credentials: the caller's key was fine,
                     # so a 401 would mislead it. Keep the provider's message, report a bad gateway.

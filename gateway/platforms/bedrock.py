@@ -86,8 +86,12 @@ class Bedrock(CloudPlatform):
         return f"https://bedrock-runtime.{s.region}.amazonaws.com" if s.region else ""
 
     def headers(self, s: ProviderSettings) -> dict[str, str]:
+        """``accept: application/json``: InvokeModel's ``Accept`` is the MIME type of the answer's
+        body (Claude: JSON only; the gateway's default ``text/event-stream, …`` is refused with
+        "The provided Accept Type is invalid"), as botocore and Anthropic's Bedrock client send it;
+        the stream's framing is chosen by the route, not this header."""
         key = s.key()
-        return {"authorization": f"Bearer {key}"} if key else {}
+        return {"accept": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
 
     def auth(self, s: ProviderSettings) -> httpx.Auth | None:
         if uses_api_key(s):

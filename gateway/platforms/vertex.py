@@ -12,6 +12,10 @@ Errors from Vertex's front end (quota, auth, a model not enabled) come in Google
 (``{"error": {"code", "message", "status"}}``) even for Claude: decoded as such whatever the
 dialect, by the module that owns that shape (the gemini package's ``errors``).
 
+Streams: SSE, minus Vertex's own ``vertex_event`` frames (usage metadata Vertex adds to Claude's
+stream, vercel/ai#13436): no dialect defines them, and on the same-dialect fast path they would
+reach a caller whose schema-strict client fails on an unknown event (``VertexSSE``).
+
 Auth: Google OAuth access tokens from Application Default Credentials (gateway/platforms/google_auth.py).
 """
 
@@ -22,8 +26,30 @@ import orjson
 
 from gateway.dialects.gemini import errors as google_errors
 from gateway.errors import GatewayError
+from gateway.framing import Framer, SSEFrame
 from gateway.platforms.base import CloudPlatform, ConfigError
 from gateway.settings import ProviderSettings
+from gateway.sse import SSEDecoder
+
+VERTEX_ONLY_EVENTS = frozenset({"vertex_event"})
+
+
+class VertexSSE:
+    """SSE without Vertex's own events (``VERTEX_ONLY_EVENTS``), which no dialect's caller expects."""
+
+    __slots__ = ("_sse",)
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+
+    def feed(self, chunk: bytes) -> list[SSEFrame]:
+        frames = self._sse.feed(chunk)
+        if any(f.event in VERTEX_ONLY_EVENTS for f in frames):
+            frames = [f for f in frames if f.event not in VERTEX_ONLY_EVENTS]
+        return frames
+
+    def close(self) -> bool:
+        return self._sse.close()
 
 
 def host(location: str) -> str:
@@ -53,17 +79,24 @@ class Vertex(CloudPlatform):
     def headers(self, s: ProviderSettings) -> dict[str, str]:
         return {}  # the bearer token comes from auth(); Claude's version is in the body
 
+    def framer(self, s: ProviderSettings) -> Framer:
+        return VertexSSE()
+
     def auth(self, s: ProviderSettings) -> httpx.Auth | None:
         from gateway.platforms.google_auth import google_auth
 
         return google_auth(s.name, s.token_url)
 
     def decode_error(self, status: int, headers: httpx.Headers, body: bytes) -> GatewayError | None:
-        """Google's error format (``error.status`` a string) from Vertex's front end, for any dialect."""
+        """Google's error format (``error.status`` a string) from Vertex's front end, for any dialect;
+        also as the one-element JSON array Vertex answers for ``streamGenerateContent`` /
+        ``streamRawPredict`` (``[{"error": …}]``)."""
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
+        if isinstance(parsed, list) and parsed:
+            parsed = parsed[0]
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if isinstance(error, dict) and isinstance(error.get("status"), str):
             return google_errors.decode_error(status, body)

@@ -145,14 +145,21 @@ def test_one_refresh_at_a_time_and_never_on_the_event_loop(gateway: ServerThread
     assert vertex.issued == issued + 1, "four requests, one refresh"
 
 
-def test_vertex_only_events_are_ignored_with_a_warning(gateway: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
-    from gateway.dialects import common
-
-    common._warned.discard("anthropic:stream event 'vertex_event'")
+def test_vertex_only_events_are_dropped_by_the_platform(gateway: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    """A known Vertex addition, dropped before the decoder: the answer is whole, no warning."""
     with caplog.at_level(logging.WARNING):
         out = CALLERS["openai-responses"](gateway.url, "vertex-claude--text", "text", True)
     assert out.text == ANSWERS["text"]["text"]
-    assert "unknown stream event 'vertex_event' ignored" in caplog.text
+    assert "vertex_event" not in caplog.text
+
+
+def test_vertex_only_events_never_reach_an_anthropic_caller(gateway: ServerThread) -> None:
+    """Same dialect, so the fast path forwards Vertex's frames; ``vertex_event`` is not an
+    Anthropic event (schema-strict callers such as Vercel's AI SDK fail on it: vercel/ai#13436)."""
+    body = {"model": "vertex-claude--text", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    r = httpx.post(gateway.url + "/v1/messages", headers={"x-api-key": "caller", "anthropic-version": "2023-06-01"}, json=body, timeout=10)
+    assert r.status_code == 200 and "event: message_stop" in r.text
+    assert "vertex_event" not in r.text
 
 
 def test_a_401_refreshes_once_and_the_refused_token_is_never_reused(gateway: ServerThread, vertex: VertexDouble) -> None:

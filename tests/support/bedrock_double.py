@@ -194,6 +194,14 @@ class BedrockDouble:
         if action not in ("invoke", "invoke-with-response-stream"):
             await _json(send, 404, {"message": f"unknown action {action}"}, "UnknownOperationException")
             return
+        # InvokeModel's Content-Type / Accept name the body's and the answer's MIME types (Claude:
+        # JSON only); Bedrock refuses others (github.com/aws/aws-sdk-ruby/issues/3033).
+        if headers.get("content-type", "application/json").split(";")[0].strip() != "application/json":
+            await _json(send, 400, {"message": "The provided Content Type is invalid or not supported for this model"}, "ValidationException")
+            return
+        if action == "invoke" and headers.get("accept", "application/json") not in ("application/json", "*/*"):
+            await _json(send, 400, {"message": "The provided Accept Type is invalid or not supported for this model"}, "ValidationException")
+            return
         await self._invoke(model, action == "invoke-with-response-stream", send)
 
     # -- auth --------------------------------------------------------------------------------

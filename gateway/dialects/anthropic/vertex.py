@@ -3,8 +3,8 @@
 ``:rawPredict`` for a whole answer; the Messages body without ``model`` (it is in the path) and
 with ``anthropic_version: "vertex-2023-10-16"`` in place of the ``anthropic-version`` header;
 ``stream`` stays in the body (Vertex reads it, as Anthropic's own Vertex client sends it);
-``anthropic-beta`` stays a header. Vertex's own extra stream events are ignored (with a warning)
-by the Anthropic decoder, as any unknown event is. Below the platform's
+``anthropic-beta`` stays a header. Vertex's own extra stream events (``vertex_event``) are
+dropped by the platform's framer (gateway/platforms/vertex.py), so they reach no caller. Below the platform's
 ``/v1/projects/{project}/locations/{location}`` (gateway/platforms/vertex.py ``prefix``).
 """
 

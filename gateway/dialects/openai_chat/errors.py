@@ -11,7 +11,9 @@ callers that log or branch on them:
   503 ``server_error`` + code ``service_unavailable``.
 
 When the error came from an OpenAI-chat upstream (``origin``) its own ``type`` (kept in ``raw``)
-is passed back unchanged.
+is passed back unchanged; a body without a ``type`` (Azure OpenAI: ``"type": null``) keeps its
+``code`` instead, passed back as the ``code`` (``content_filter``, ``DeploymentNotFound``). Azure
+also sends the HTTP status as a string ``code`` (``"429"``): a status, never a type or code.
 """
 
 from __future__ import annotations
@@ -65,7 +67,11 @@ KIND_BY_TYPE: dict[str, str] = {
     "overloaded": "overloaded",
     "overloaded_error": "overloaded",
     "timeout": "timeout",
+    "content_filter": "invalid_request",  # Azure's prompt filter (a 400; in a stream too)
 }
+
+# Upstream ``code`` values passed back to an OpenAI caller as its ``code`` (not its ``type``).
+CODES = frozenset({"content_filter", "context_length_exceeded", "model_not_found", "invalid_api_key", "DeploymentNotFound", "rate_limit_exceeded"})
 
 
 def _fields(error: Any) -> tuple[str, str | None, str | None, str | None]:
@@ -83,9 +89,21 @@ def _fields(error: Any) -> tuple[str, str | None, str | None, str | None]:
     return (
         message,
         etype if isinstance(etype, str) else None,
-        str(code) if isinstance(code, (str, int)) and not isinstance(code, bool) else None,
+        code if isinstance(code, str) and code and not code.isdigit() else None,  # "429": Azure's status, not a code
         param if isinstance(param, str) else None,
     )
+
+
+def _status_hint(error: Any) -> int | None:
+    """The HTTP status an error object names: ``code`` 429 / ``"429"`` (Azure), or ``status``."""
+    if not isinstance(error, dict):
+        return None
+    for value in (error.get("code"), error.get("status")):
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+            return value
+    return None
 
 
 def _kind_from_type(etype: str | None, code: str | None) -> str | None:
@@ -119,9 +137,9 @@ def decode_error(status: int, body: bytes) -> GatewayError:
 def stream_error(error: Any) -> StreamError:
     """``data: {"error": {...}}`` inside a stream (or an ``error`` in a 200 JSON body)."""
     message, etype, code, _param = _fields(error)
-    status_hint = error.get("code") if isinstance(error, dict) else None
+    status_hint = _status_hint(error)
     kind = _kind_from_type(etype, code)
-    if kind is None and isinstance(status_hint, int) and 400 <= status_hint < 600:
+    if kind is None and status_hint is not None:
         kind = kind_for_status(status_hint)
     kind = kind or "api_error"
     return StreamError(kind, message, STATUS_BY_KIND.get(kind, 500), raw=etype or code)
@@ -131,6 +149,8 @@ def error_object(kind: str, message: str, raw: str | None, same_dialect: bool, p
     etype, code = RENDER.get(kind, ("server_error", None))
     if kind == "rate_limit" and raw in REFUSAL_CODES:  # which limit: requests, tokens, or a spent quota
         etype, code = REFUSAL_CODES[raw]
+    elif same_dialect and raw in CODES:
+        code = raw
     elif same_dialect and raw:
         etype = raw
     return {"message": message, "type": etype, "param": param, "code": code}

@@ -26,6 +26,7 @@ _CODE_KIND: dict[str, tuple[str, int]] = {
     "context_length_exceeded": ("invalid_request", 400),
     "vector_store_timeout": ("timeout", 504),
     "overloaded": ("overloaded", 503),
+    "content_filter": ("invalid_request", 400),  # Azure's prompt filter
 }
 
 # kind -> (type, code) shown to an OpenAI caller when the error did not come from OpenAI.
@@ -48,6 +49,8 @@ _KIND_TYPE: dict[str, tuple[str, str | None]] = {
 
 def kind_for_code(code: str | None) -> tuple[str, int]:
     """Kind and status of an in-stream error code (``server_error`` when unknown)."""
+    if code and code.isdigit() and 400 <= int(code) < 600:  # Azure: the HTTP status as the code ("429")
+        return kind_for_status(int(code)), int(code)
     return _CODE_KIND.get(code or "", ("api_error", 500))
 
 
@@ -64,7 +67,8 @@ def decode_error(status: int, body: bytes) -> GatewayError:
     if isinstance(err, dict):
         message = str(err.get("message") or "")
         code, typ = err.get("code"), err.get("type")
-        raw = code if isinstance(code, str) and code else typ if isinstance(typ, str) else None
+        # Azure sends the HTTP status as a string code ("429"): a status, not a code
+        raw = code if isinstance(code, str) and code and not code.isdigit() else typ if isinstance(typ, str) else None
         param = err.get("param") if isinstance(err.get("param"), str) else None
     elif isinstance(err, str):
         message = err
