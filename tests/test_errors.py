@@ -62,3 +62,16 @@ def test_an_upstream_error_body_decodes_and_renders_back(dialect: str) -> None:
 def test_an_unreadable_error_body_is_still_an_error(dialect: str, body: bytes) -> None:
     err = codec_for(dialect).decode_error(503, body)
     assert isinstance(err, GatewayError) and err.status >= 400
+
+
+def test_an_openai_code_a_caller_acts_on_survives_the_round_trip() -> None:
+    """OpenAI → gateway → OpenAI caller: ``code: context_length_exceeded`` is what clients branch on
+    (trim the history and retry); the type alone would lose it."""
+    from gateway.dialects.openai_chat import errors
+
+    body = b'{"error":{"message":"maximum context length is 128000 tokens","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}'
+    status, out = errors.render_error(errors.decode_error(400, body))
+    assert status == 400
+    assert out["error"] == {"message": "maximum context length is 128000 tokens", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+    status, out = errors.render_error(errors.decode_error(429, b'{"error":{"message":"slow down","type":"tokens","param":null,"code":"rate_limit_exceeded"}}'))
+    assert (status, out["error"]["type"], out["error"]["code"]) == (429, "tokens", "rate_limit_exceeded")

@@ -94,6 +94,15 @@ def _fields(error: Any) -> tuple[str, str | None, str | None, str | None]:
     )
 
 
+def _raw(etype: str | None, code: str | None) -> str | None:
+    """What an OpenAI caller gets back of the upstream's own words: a code it acts on
+    (``context_length_exceeded``, ``content_filter`` …) before the type that names the class of
+    error, except for a rate limit, whose type says which limit (``tokens``, ``requests``)."""
+    if code in CODES and etype not in REFUSAL_CODES:
+        return code
+    return etype or code
+
+
 def _status_hint(error: Any) -> int | None:
     """The HTTP status an error object names: ``code`` 429 / ``"429"`` (Azure), or ``status``."""
     if not isinstance(error, dict):
@@ -131,7 +140,7 @@ def decode_error(status: int, body: bytes) -> GatewayError:
     else:
         kind = _kind_from_type(etype, code) or "bad_gateway"
         status = STATUS_BY_KIND.get(kind, 502)
-    return GatewayError(kind, message, status, raw=etype or code, origin=DIALECT, param=param)
+    return GatewayError(kind, message, status, raw=_raw(etype, code), origin=DIALECT, param=param)
 
 
 def stream_error(error: Any) -> StreamError:
@@ -142,7 +151,7 @@ def stream_error(error: Any) -> StreamError:
     if kind is None and status_hint is not None:
         kind = kind_for_status(status_hint)
     kind = kind or "api_error"
-    return StreamError(kind, message, STATUS_BY_KIND.get(kind, 500), raw=etype or code)
+    return StreamError(kind, message, STATUS_BY_KIND.get(kind, 500), raw=_raw(etype, code))
 
 
 def error_object(kind: str, message: str, raw: str | None, same_dialect: bool, param: str | None = None) -> dict[str, Any]:
