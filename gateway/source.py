@@ -58,22 +58,6 @@ class EventSource(abc.ABC):
         return None
 
 
-class ListEventSource(EventSource):
-    """Events known in advance (the demo provider), handed out in small batches."""
-
-    def __init__(self, events: list[Event], batch: int = 1) -> None:
-        self._events = events
-        self._pos = 0
-        self._batch = batch
-
-    async def next_batch(self, until_content: bool = False) -> list[Event]:
-        batch = self._events[self._pos : self._pos + self._batch]
-        self._pos += self._batch
-        if self._pos >= len(self._events):
-            self.done = True
-        return batch
-
-
 class HttpEventSource(EventSource):
     """Events from a streamed upstream response.
 

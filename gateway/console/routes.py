@@ -136,11 +136,12 @@ def console_routes(state: GatewayState) -> list[Route]:
         return select(records, limit, None, model, status, request_id)
 
     async def info(request: Request) -> Response:
-        """What this gateway offers the console: named keys (the Keys page), the routes (the Playground:
-        the models list's names, then the wildcard patterns as a hint of what else routes)."""
+        """What this gateway offers the console: named keys (the Keys page: always, the admin API can
+        create them), the routes (the Playground: the models list's names, then the wildcard patterns
+        as a hint of what else routes)."""
         listed = listed_models(state)
         patterns = [r.model for r in state.settings.routes if r.model not in listed]
-        return _json({"named_keys": getattr(state, "keys_ring", None) is not None, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]})
+        return _json({"named_keys": True, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]})
 
     async def overview(request: Request) -> Response:
         return _json(console.overview())

@@ -26,7 +26,7 @@ import httpx
 import orjson
 
 from gateway.errors import GatewayError, kind_for_status
-from gateway.eventstream import EventStreamDecoder, as_frame
+from gateway.eventstream import EXCEPTIONS, EventStreamDecoder, as_frame
 from gateway.framing import Framer
 from gateway.platforms.aws_auth import SigV4
 from gateway.platforms.base import CloudPlatform, ConfigError
@@ -34,21 +34,14 @@ from gateway.platforms.base import CloudPlatform, ConfigError
 if TYPE_CHECKING:
     from gateway.settings import ProviderSettings
 
-# x-amzn-ErrorType (before its ":http://internal…" suffix) -> (kind, status)
+# x-amzn-ErrorType (before its ":http://internal…" suffix), lower-cased -> (kind, status)
 ERRORS: dict[str, tuple[str, int]] = {
-    "ThrottlingException": ("rate_limit", 429),
-    "ServiceQuotaExceededException": ("rate_limit", 429),
-    "ValidationException": ("invalid_request", 400),
-    "AccessDeniedException": ("permission", 403),
-    "UnrecognizedClientException": ("permission", 403),
-    "InvalidSignatureException": ("permission", 403),
-    "ExpiredTokenException": ("permission", 403),
-    "ResourceNotFoundException": ("not_found", 404),
-    "ModelErrorException": ("bad_gateway", 502),  # HTTP 424: the model failed on the request
-    "ModelTimeoutException": ("timeout", 504),  # HTTP 408
-    "ModelNotReadyException": ("overloaded", 503),  # HTTP 429 while the model is loaded
-    "InternalServerException": ("api_error", 500),
-    "ServiceUnavailableException": ("overloaded", 503),
+    **EXCEPTIONS,  # the exceptions a stream carries too (gateway/eventstream.py): one table of Bedrock's names
+    # only an HTTP answer carries these: the request's signature or credentials were refused
+    "unrecognizedclientexception": ("permission", 403),
+    "invalidsignatureexception": ("permission", 403),
+    "expiredtokenexception": ("permission", 403),
+    "modelnotreadyexception": ("overloaded", 503),  # HTTP 429 before any byte: the model is loading, try again
 }
 
 _REGION_IN_HOST = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com")
@@ -114,7 +107,7 @@ class Bedrock(CloudPlatform):
         message = obj.get("message") or obj.get("Message") if isinstance(obj, dict) else None
         if not etype and not isinstance(message, str):
             return None  # not Bedrock's shape: the codec decodes it
-        kind, code = ERRORS.get(etype, (kind_for_status(status), status))
+        kind, code = ERRORS.get(etype.lower(), (kind_for_status(status), status))
         text = message if isinstance(message, str) and message else body[:2000].decode("utf-8", "replace") or f"HTTP {status}"
         return GatewayError(kind, f"Bedrock {etype or status}: {text}", code, raw=etype or None, origin="bedrock")
 

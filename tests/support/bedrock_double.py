@@ -382,4 +382,3 @@ class ConverseReplay:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-converse_replay = ConverseReplay

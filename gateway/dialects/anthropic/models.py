@@ -7,7 +7,12 @@ Globs over the upstream model name (``*`` in front so Bedrock/Vertex ids such as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.ir import ChatRequest
 
 # Adaptive thinking (thinking {type: adaptive} + output_config.effort) came with Claude 4.6, where
 # budget_tokens is deprecated; Opus 4.7 and the Claude 5 family refuse budget_tokens outright.
@@ -53,3 +58,14 @@ def claude_sampling(
         dropped.append("top_p")
         top_p = None
     return temperature, top_p, top_k
+
+
+def claude_thinking_refusal(req: ChatRequest, lacks_signed: Callable[[], bool], signed_by: str) -> str | None:
+    """Why Claude would refuse extended thinking on ``req`` (None: it takes it), on its own API or
+    through Bedrock Converse: forced tool use, or a tool loop whose assistant turns carry no thinking
+    block signed by ``signed_by`` (``lacks_signed``, asked only when it matters)."""
+    if req.tool_choice is not None and req.tool_choice.mode in ("required", "tool"):
+        return "forced tool use is incompatible with Claude's extended thinking"
+    if lacks_signed():
+        return f"an assistant tool-call turn has no {signed_by}-signed thinking block"
+    return None

@@ -195,12 +195,9 @@ def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any], adaptiv
         return {"type": "disabled"}
     if t.enabled is None and not t.budget_tokens and t.effort in (None, "none"):
         return None
-    if req.tool_choice is not None and req.tool_choice.mode in ("required", "tool"):
-        log.warning("anthropic: thinking dropped: forced tool use is incompatible with extended thinking")
-        dropped.append("thinking")
-        return None
-    if _loop_lacks_signed_thinking(req.messages):
-        log.warning("anthropic: thinking dropped: an assistant tool-call turn has no Anthropic-signed thinking block")
+    refusal = models.claude_thinking_refusal(req, lambda: _loop_lacks_signed_thinking(req.messages), "Anthropic")
+    if refusal is not None:
+        log.warning("anthropic: thinking dropped: %s", refusal)
         dropped.append("thinking")
         return None
     if isinstance(raw, dict) and raw.get("type") == "adaptive":

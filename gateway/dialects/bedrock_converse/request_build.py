@@ -78,12 +78,9 @@ def _claude_thinking(req: ChatRequest, max_tokens: int, adaptive: bool, dropped:
     effort = level_of(t)
     if t is None or effort is None:
         return None
-    if req.tool_choice is not None and req.tool_choice.mode in ("required", "tool"):
-        log.warning("bedrock-converse: thinking dropped: forced tool use is incompatible with Claude's extended thinking")
-        dropped.append("thinking")
-        return None
-    if _loop_lacks_signed_reasoning(req.messages):
-        log.warning("bedrock-converse: thinking dropped: an assistant tool-call turn has no Converse-signed reasoning block")
+    refusal = claude.claude_thinking_refusal(req, lambda: _loop_lacks_signed_reasoning(req.messages), "Converse")
+    if refusal is not None:
+        log.warning("bedrock-converse: thinking dropped: %s", refusal)
         dropped.append("thinking")
         return None
     if adaptive:
