@@ -20,9 +20,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# ruff (pyproject.toml [tool.ruff]) over the code and its tests, then mypy --strict over gateway/;
+# ruff format --check and ruff (pyproject.toml [tool.ruff]) over the code and its tests, then mypy --strict over gateway/;
 # .ci/run calls it before `make test`
 check: $(STAMP)
+	$(BIN)/ruff format --check gateway tests bench
 	$(BIN)/ruff check gateway tests bench
 	$(BIN)/mypy
 

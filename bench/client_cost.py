@@ -27,20 +27,36 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 
 
-async def measure(root: str, transport: str | None, port: int, streams: int, concurrency: int, chunks: int, gap_us: int) -> dict[str, float]:
+async def measure(
+    root: str, transport: str | None, port: int, streams: int, concurrency: int, chunks: int, gap_us: int
+) -> dict[str, float]:
     sys.path.insert(0, root)
     from gateway.dialects.base import UpstreamCall
     from gateway.dialects.registry import codec_for
     from gateway.settings import ProviderSettings
-    from gateway.source import HttpEventSource
-    from gateway.upstream import Provider
+    from gateway.upstream.providers import Provider
+    from gateway.upstream.source import HttpEventSource
 
     extra = {"transport": transport} if transport else {}
-    provider = Provider(ProviderSettings(name="up", dialect="openai-chat", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0, **extra))  # type: ignore[arg-type]
+    provider = Provider(
+        ProviderSettings(
+            name="up",
+            dialect="openai-chat",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            api_key="k",
+            max_retries=0,
+            **extra,
+        )
+    )  # type: ignore[arg-type]
     provider.start()
     codec = codec_for("openai-chat")
     model = f"bench-chunks{chunks}" + (f"-gap{gap_us}" if gap_us else "")
-    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     events = 0
 
     async def one() -> None:
@@ -78,7 +94,9 @@ def one_main(args: argparse.Namespace) -> None:
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = asyncio.new_event_loop()
-    result = loop.run_until_complete(measure(args.root, args.transport, args.port, args.streams, args.concurrency, args.chunks, args.gap_us))
+    result = loop.run_until_complete(
+        measure(args.root, args.transport, args.port, args.streams, args.concurrency, args.chunks, args.gap_us)
+    )
     print(json.dumps(result))
 
 
@@ -87,33 +105,71 @@ def compare_main(args: argparse.Namespace) -> None:
     from run import free_port, stop, wait_http  # type: ignore[import-not-found]
 
     port = free_port()
-    fake = subprocess.Popen([sys.executable, str(BENCH / "fake_upstream.py"), "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    variants = [("before", args.base_root, None), ("gateway", str(BENCH.parent), "gateway"), ("httpx", str(BENCH.parent), "httpx")]
-    cases = [("50 chunks, burst", 50, 0, args.streams), ("500 chunks, burst", 500, 0, args.streams // 2),
-             ("50 chunks, 1 per read", 50, args.gap_us, args.streams // 4), ("500 chunks, 1 per read", 500, args.gap_us, args.streams // 8)]
+    fake = subprocess.Popen(
+        [sys.executable, str(BENCH / "fake_upstream.py"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    variants = [
+        ("before", args.base_root, None),
+        ("gateway", str(BENCH.parent), "gateway"),
+        ("httpx", str(BENCH.parent), "httpx"),
+    ]
+    cases = [
+        ("50 chunks, burst", 50, 0, args.streams),
+        ("500 chunks, burst", 500, 0, args.streams // 2),
+        ("50 chunks, 1 per read", 50, args.gap_us, args.streams // 4),
+        ("500 chunks, 1 per read", 500, args.gap_us, args.streams // 8),
+    ]
     results: dict[tuple[str, str], list[float]] = {}
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", fake, 10, "the fake upstream", None)
         for rep in range(args.repetitions):
             for case, chunks, gap, n in cases:
                 for name, root, transport in variants:
-                    cmd = [sys.executable, __file__, "one", "--root", root, "--port", str(port), "-n", str(n), "-c", str(args.concurrency), "--chunks", str(chunks), "--gap-us", str(gap)]
+                    cmd = [
+                        sys.executable,
+                        __file__,
+                        "one",
+                        "--root",
+                        root,
+                        "--port",
+                        str(port),
+                        "-n",
+                        str(n),
+                        "-c",
+                        str(args.concurrency),
+                        "--chunks",
+                        str(chunks),
+                        "--gap-us",
+                        str(gap),
+                    ]
                     if transport:
                         cmd += ["--transport", transport]
                     out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
                     results.setdefault((case, name), []).append(out["cpu_ms_per_stream"])
-                    print(f"rep {rep + 1} {case:24} {name:8} {out['cpu_ms_per_stream']:.3f} ms/stream", file=sys.stderr, flush=True)
+                    print(
+                        f"rep {rep + 1} {case:24} {name:8} {out['cpu_ms_per_stream']:.3f} ms/stream",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         stop(fake)
     med = {key: statistics.median(values) for key, values in results.items()}
-    print("| case | before ms/stream | gateway transport | ratio | httpx transport | ratio |\n|---|---:|---:|---:|---:|---:|")
+    print(
+        "| case | before ms/stream | gateway transport | ratio | httpx transport | ratio |\n|---|---:|---:|---:|---:|---:|"
+    )
     for case, *_ in cases:
         b, g, h = med[(case, "before")], med[(case, "gateway")], med[(case, "httpx")]
         print(f"| {case} | {b:.3f} | {g:.3f} | {g / b:.2f} | {h:.3f} | {h / b:.2f} |")
-    for label, lo, hi, div in (("per extra chunk, burst (µs)", "50 chunks, burst", "500 chunks, burst", 450),
-                               ("per extra chunk, 1 per read (µs)", "50 chunks, 1 per read", "500 chunks, 1 per read", 450)):
+    for label, lo, hi, div in (
+        ("per extra chunk, burst (µs)", "50 chunks, burst", "500 chunks, burst", 450),
+        ("per extra chunk, 1 per read (µs)", "50 chunks, 1 per read", "500 chunks, 1 per read", 450),
+    ):
         per = {name: (med[(hi, name)] - med[(lo, name)]) * 1000 / div for name, _, _ in variants}
-        print(f"| {label} | {per['before']:.1f} | {per['gateway']:.1f} | {per['gateway'] / per['before']:.2f} | {per['httpx']:.1f} | {per['httpx'] / per['before']:.2f} |")
+        print(
+            f"| {label} | {per['before']:.1f} | {per['gateway']:.1f} | {per['gateway'] / per['before']:.2f} | {per['httpx']:.1f} | {per['httpx'] / per['before']:.2f} |"
+        )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({f"{c}|{n}": v for (c, n), v in results.items()}, indent=1))
 

@@ -16,10 +16,14 @@ import time
 from pathlib import Path
 
 from gateway.dialects.registry import MODULES, codec_for
-from gateway.sse import SSEDecoder, SSEFrame
+from gateway.framing.sse import SSEDecoder, SSEFrame
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = (ROOT / "captures", ROOT.parent / "shared" / "captures-public", ROOT.parents[1] / "shared" / "captures-public")
+FOLDERS = (
+    ROOT / "captures",
+    ROOT.parent / "shared" / "captures-public",
+    ROOT.parents[1] / "shared" / "captures-public",
+)
 
 
 def frames_of(dialect: str) -> list[list[SSEFrame]]:

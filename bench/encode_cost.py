@@ -53,7 +53,12 @@ def main() -> None:
     events = stream()
     req = ChatRequest(model="text")
     for dialect in available():
-        run = functools.partial(encode_all, codec_for(dialect), EncodeContext(model="text", upstream_dialect=args.upstream, request=req), events)
+        run = functools.partial(
+            encode_all,
+            codec_for(dialect),
+            EncodeContext(model="text", upstream_dialect=args.upstream, request=req),
+            events,
+        )
         best = min(timeit.repeat(run, number=5, repeat=args.repeat)) / 5
         print(f"{dialect:22s} {best / len(events) * 1e9:7.1f} ns/event")
 

@@ -37,7 +37,20 @@ DIALECTS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 DEFAULT_CHUNKS = 50
 MODEL = "bench-model"
 
-_WORDS = ["alpha", "beta", "gamma", "delta", "café", "naïve", '"quoted"', "back\\slash", "tab\there", "日本語", "emoji😀", "line\nbreak"]
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "café",
+    "naïve",
+    '"quoted"',
+    "back\\slash",
+    "tab\there",
+    "日本語",
+    "emoji😀",
+    "line\nbreak",
+]
 
 
 def fragment(i: int) -> str:
@@ -69,38 +82,101 @@ def _sse(data: object, event: str | None = None, eol: str = "\n") -> bytes:
 def _anthropic(frags: list[str]) -> list[bytes]:
     usage_in = {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
     out = [
-        _sse({"type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant", "model": MODEL,
-              "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage_in}}, "message_start"),
-        _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"),
+        _sse(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage_in,
+                },
+            },
+            "message_start",
+        ),
+        _sse(
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            "content_block_start",
+        ),
         _sse({"type": "ping"}, "ping"),
     ]
-    out += [_sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f}}, "content_block_delta") for f in frags]
+    out += [
+        _sse(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f}},
+            "content_block_delta",
+        )
+        for f in frags
+    ]
     out += [
         _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
-        _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": len(frags)}}, "message_delta"),
+        _sse(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": len(frags)},
+            },
+            "message_delta",
+        ),
         _sse({"type": "message_stop"}, "message_stop"),
     ]
     return out
 
 
 def _openai_chat(frags: list[str]) -> list[bytes]:
-    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000, "model": MODEL, "system_fingerprint": None}
+    base = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": MODEL,
+        "system_fingerprint": None,
+    }
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:
-        return _sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], "usage": None})
+        return _sse(
+            {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                "usage": None,
+            }
+        )
 
     out = [chunk({"role": "assistant", "content": "", "refusal": None})]
     out += [chunk({"content": f}) for f in frags]
     out.append(chunk({}, "stop"))
-    out.append(_sse({**base, "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": len(frags), "total_tokens": 12 + len(frags),
-                                                      "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}}))
+    out.append(
+        _sse(
+            {
+                **base,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 12,
+                    "completion_tokens": len(frags),
+                    "total_tokens": 12 + len(frags),
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                    "completion_tokens_details": {"reasoning_tokens": 0},
+                },
+            }
+        )
+    )
     out.append(b"data: [DONE]\n\n")
     return out
 
 
 def _openai_responses(frags: list[str]) -> list[bytes]:
     seq = iter(range(1 << 30))
-    resp = {"id": "resp_bench", "object": "response", "created_at": 1700000000, "status": "in_progress", "model": MODEL, "output": [], "usage": None}
+    resp = {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "in_progress",
+        "model": MODEL,
+        "output": [],
+        "usage": None,
+    }
     item_id = "msg_bench"
     text = "".join(frags)
 
@@ -112,12 +188,30 @@ def _openai_responses(frags: list[str]) -> list[bytes]:
     out = [
         ev("response.created", response=resp),
         ev("response.in_progress", response=resp),
-        ev("response.output_item.added", output_index=0, item={"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}),
-        ev("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part={"type": "output_text", "annotations": [], "logprobs": [], "text": ""}),
+        ev(
+            "response.output_item.added",
+            output_index=0,
+            item={"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []},
+        ),
+        ev(
+            "response.content_part.added",
+            item_id=item_id,
+            output_index=0,
+            content_index=0,
+            part={"type": "output_text", "annotations": [], "logprobs": [], "text": ""},
+        ),
     ]
-    out += [ev("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=f, logprobs=[]) for f in frags]
-    usage = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": len(frags),
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 12 + len(frags)}
+    out += [
+        ev("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=f, logprobs=[])
+        for f in frags
+    ]
+    usage = {
+        "input_tokens": 12,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": len(frags),
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 12 + len(frags),
+    }
     out += [
         ev("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=text, logprobs=[]),
         ev("response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=part_done),
@@ -134,10 +228,24 @@ def _gemini(frags: list[str]) -> list[bytes]:
         if i == len(frags) - 1:
             cand["finishReason"] = "STOP"
         usage = {"promptTokenCount": 12, "candidatesTokenCount": i + 1, "totalTokenCount": 13 + i}
-        out.append(_sse({"candidates": [cand], "usageMetadata": usage, "modelVersion": MODEL, "responseId": "bench"}, eol="\r\n"))
+        out.append(
+            _sse(
+                {"candidates": [cand], "usageMetadata": usage, "modelVersion": MODEL, "responseId": "bench"}, eol="\r\n"
+            )
+        )
     if not frags:
-        out.append(_sse({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}],
-                         "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12}, "modelVersion": MODEL}, eol="\r\n"))
+        out.append(
+            _sse(
+                {
+                    "candidates": [
+                        {"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}
+                    ],
+                    "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+                    "modelVersion": MODEL,
+                },
+                eol="\r\n",
+            )
+        )
     return out
 
 
@@ -183,7 +291,9 @@ def dialect_of(path: str) -> str | None:
 _CHUNKS_RE = re.compile(rb"chunks(\d+)")
 _GAP_RE = re.compile(rb"gap(\d+)")
 _CORRUPT_RE = re.compile(rb"corrupt-(text|count|truncate)")
-_HEAD_OK = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
+_HEAD_OK = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
+)
 
 
 class FakeUpstream:
@@ -201,7 +311,9 @@ class FakeUpstream:
             body = self._cache[key] = _chunked(events(dialect, n, corrupt))
         return _HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n") + body
 
-    async def spread_reply(self, writer: asyncio.StreamWriter, dialect: str, n: int, corrupt: str, keep_alive: bool, gap: float) -> None:
+    async def spread_reply(
+        self, writer: asyncio.StreamWriter, dialect: str, n: int, corrupt: str, keep_alive: bool, gap: float
+    ) -> None:
         """The same reply, one HTTP chunk per write with ``gap`` seconds between them."""
         writer.write(_HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n"))
         for ev in events(dialect, n, corrupt):
@@ -240,13 +352,21 @@ class FakeUpstream:
                 path = target.split(b"?", 1)[0].decode("latin-1")
                 dialect = dialect_of(path)
                 if method == b"GET" and path == "/stats":
-                    stats = json.dumps({"requests": self.requests, "connections": self.connections, "open": self.open}).encode()
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(stats), stats))
+                    stats = json.dumps(
+                        {"requests": self.requests, "connections": self.connections, "open": self.open}
+                    ).encode()
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                        % (len(stats), stats)
+                    )
                 elif method == b"GET" and path in ("/healthz", "/"):
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok")
                 elif method != b"POST" or dialect is None:
                     msg = b'{"error":{"message":"fake upstream: no such endpoint"}}'
-                    writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(msg), msg))
+                    writer.write(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                        % (len(msg), msg)
+                    )
                 else:
                     n = self.chunks
                     if b"x-bench-chunks" in headers:
@@ -360,7 +480,13 @@ def main() -> None:
     loop = _new_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(fake.serve(args.host, args.port, lambda p: print(f"fake upstream on http://{args.host}:{p} ({args.chunks} chunks)", flush=True)))
+        loop.run_until_complete(
+            fake.serve(
+                args.host,
+                args.port,
+                lambda p: print(f"fake upstream on http://{args.host}:{p} ({args.chunks} chunks)", flush=True),
+            )
+        )
     except KeyboardInterrupt:
         pass
 

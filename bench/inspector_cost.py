@@ -17,12 +17,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from gateway.app import create_app
+from gateway.server.app import create_app
 from gateway.settings import Settings
 from tests.conftest import gateway_config
 from tests.support.fake_upstream import FakeUpstream, ServerThread
 
-BODY = {"model": "anthropic--long_500", "stream": True, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+BODY = {
+    "model": "anthropic--long_500",
+    "stream": True,
+    "max_tokens": 16,
+    "messages": [{"role": "user", "content": "hi"}],
+}
 
 
 def run(fake_port: int, capture: str, n: int) -> list[float]:
@@ -47,7 +52,9 @@ def main() -> None:
     with ServerThread(fake) as up:
         for mode in ("off", "errors", "all", "off"):
             t = sorted(run(up.port, mode, n))
-            print(f"capture={mode:6} median {statistics.median(t):6.2f} ms  p90 {t[int(len(t) * 0.9)]:6.2f} ms  (n={n})")
+            print(
+                f"capture={mode:6} median {statistics.median(t):6.2f} ms  p90 {t[int(len(t) * 0.9)]:6.2f} ms  (n={n})"
+            )
 
 
 if __name__ == "__main__":

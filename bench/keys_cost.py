@@ -27,15 +27,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.app import create_state
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import codec_for
-from gateway.observe import AccessRecord
+from gateway.server.app import create_state
 from gateway.settings import Settings
 from gateway.store import open_store
+from gateway.telemetry.observe import AccessRecord
 
 SECRET = "bench-key"
-BODY = {"model": "smart", "max_tokens": 256, "messages": [{"role": "user", "content": "Say hello to the benchmark, in a few words."}]}
+BODY = {
+    "model": "smart",
+    "max_tokens": 256,
+    "messages": [{"role": "user", "content": "Say hello to the benchmark, in a few words."}],
+}
 
 
 def settings(url: str, limited: bool) -> Settings:
@@ -43,7 +47,10 @@ def settings(url: str, limited: bool) -> Settings:
     if limited:
         key.update(budget_usd=1e9, budget_period="month", rpm=10**9, tpm=10**12, max_parallel=10**6)
     return Settings(
-        server={"access_log": False}, auth={"keys_env": ""}, store={"url": url}, keys=[key],
+        server={"access_log": False},
+        auth={"keys_env": ""},
+        store={"url": url},
+        keys=[key],
         providers=[{"name": "claude", "dialect": "anthropic", "base_url": "http://127.0.0.1:9"}],
         routes=[{"model": "smart", "provider": "claude", "upstream_model": "claude-sonnet-4-5"}],
     )
@@ -67,8 +74,15 @@ async def run(url: str, n: int, limited: bool) -> tuple[float, float]:
         record.key = spec.name
         await state.limiter.admit(spec, req, resolved, record, "anthropic", [])
         record.provider, record.upstream_model, record.route = "claude", "claude-sonnet-4-5", "smart"
-        record.attempts = [{"provider": "claude", "upstream_model": "claude-sonnet-4-5", "status": 200, "error": None, "ms": 1.0}]
-        record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens = 1200, 80, 1000, 0
+        record.attempts = [
+            {"provider": "claude", "upstream_model": "claude-sonnet-4-5", "status": 200, "error": None, "ms": 1.0}
+        ]
+        record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens = (
+            1200,
+            80,
+            1000,
+            0,
+        )
         state.observer.finish(record)
         await asyncio.sleep(0)  # a server yields between requests: the ledger's drain runs
 
@@ -91,7 +105,9 @@ def start_redis() -> tuple[subprocess.Popen[bytes] | None, str | None]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL
+    )
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

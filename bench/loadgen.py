@@ -40,16 +40,29 @@ def build_request(dialect: str, model: str, base_path: str = "") -> tuple[str, d
     """(path, headers, body) of a streaming request in ``dialect``. ``base_path`` is the URL's path prefix."""
     if dialect == "anthropic":
         body = {"model": model, "max_tokens": 1024, "stream": True, "messages": [{"role": "user", "content": PROMPT}]}
-        return base_path + "/v1/messages", {"x-api-key": "bench", "anthropic-version": "2023-06-01"}, json.dumps(body).encode()
+        return (
+            base_path + "/v1/messages",
+            {"x-api-key": "bench", "anthropic-version": "2023-06-01"},
+            json.dumps(body).encode(),
+        )
     if dialect == "openai-chat":
-        body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": PROMPT}]}
+        body = {
+            "model": model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": PROMPT}],
+        }
         return base_path + "/v1/chat/completions", {"authorization": "Bearer bench"}, json.dumps(body).encode()
     if dialect == "openai-responses":
         body = {"model": model, "stream": True, "input": PROMPT}
         return base_path + "/v1/responses", {"authorization": "Bearer bench"}, json.dumps(body).encode()
     if dialect == "gemini":
         body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
-        return f"{base_path}/v1beta/models/{model}:streamGenerateContent?alt=sse", {"x-goog-api-key": "bench"}, json.dumps(body).encode()
+        return (
+            f"{base_path}/v1beta/models/{model}:streamGenerateContent?alt=sse",
+            {"x-goog-api-key": "bench"},
+            json.dumps(body).encode(),
+        )
     raise ValueError(f"unknown dialect {dialect!r}")
 
 
@@ -61,7 +74,7 @@ _EOL = re.compile(r"\r\n|\r|\n")
 
 def parse_sse(text: str) -> tuple[list[tuple[str | None, str]], bool]:
     """Frames (event, data) of a whole SSE body, and whether it ended cleanly on a blank line.
-    Independent of gateway/sse.py on purpose (a second, simple implementation)."""
+    Independent of gateway/framing/sse.py on purpose (a second, simple implementation)."""
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = _EOL.split(text)
@@ -185,7 +198,7 @@ def verify(dialect: str, status: int, body: bytes, chunks: int, body_complete: b
     elif got != expected_text(chunks):
         exp = expected_text(chunks)
         at = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), min(len(got), len(exp)))
-        v.reason = f"text mismatch at char {at}: got {got[at:at + 20]!r}, want {exp[at:at + 20]!r} (len {len(got)} vs {len(exp)})"
+        v.reason = f"text mismatch at char {at}: got {got[at : at + 20]!r}, want {exp[at : at + 20]!r} (len {len(got)} vs {len(exp)})"
     elif len(frags) != chunks:
         v.reason = f"fragment count {len(frags)} != {chunks}"
     else:
@@ -212,7 +225,9 @@ class Conn:
                 pass
         self.reader = self.writer = None
 
-    async def request(self, path: str, headers: dict[str, str], body: bytes, timeout: float) -> tuple[int, bytes, float, bool]:
+    async def request(
+        self, path: str, headers: dict[str, str], body: bytes, timeout: float
+    ) -> tuple[int, bytes, float, bool]:
         """POST; returns (status, body, seconds to the first body byte, body ended properly)."""
         t0 = time.perf_counter()
         for attempt in (0, 1):
@@ -317,15 +332,30 @@ class Result:
 
     def summary(self) -> dict:
         return {
-            "dialect": self.dialect, "concurrency": self.concurrency, "chunks": self.chunks, "seconds": round(self.seconds, 3),
-            "verified": self.verified, "errors": self.errors, "streams_per_s": round(self.streams_per_s, 1),
-            "ttfb_p50_ms": round(self.pct(50), 3), "ttfb_p99_ms": round(self.pct(99), 3), "error_samples": self.error_samples,
+            "dialect": self.dialect,
+            "concurrency": self.concurrency,
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+            "verified": self.verified,
+            "errors": self.errors,
+            "streams_per_s": round(self.streams_per_s, 1),
+            "ttfb_p50_ms": round(self.pct(50), 3),
+            "ttfb_p99_ms": round(self.pct(99), 3),
+            "error_samples": self.error_samples,
         }
 
 
-async def run_load(url: str, dialect: str, model: str, concurrency: int = 1, duration: float | None = None,
-                   requests: int | None = None, chunks: int = DEFAULT_CHUNKS, timeout: float = 30.0,
-                   extra_headers: dict[str, str] | None = None) -> Result:
+async def run_load(
+    url: str,
+    dialect: str,
+    model: str,
+    concurrency: int = 1,
+    duration: float | None = None,
+    requests: int | None = None,
+    chunks: int = DEFAULT_CHUNKS,
+    timeout: float = 30.0,
+    extra_headers: dict[str, str] | None = None,
+) -> Result:
     """Open ``concurrency`` workers streaming until ``duration`` seconds passed or ``requests`` were sent."""
     if duration is None and requests is None:
         raise ValueError("give a duration or a request count")
@@ -376,27 +406,37 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="Streaming load generator with per-stream verification.")
-    ap.add_argument("--url", required=True, help="base URL of the gateway or the fake upstream, e.g. http://127.0.0.1:8080")
+    ap.add_argument(
+        "--url", required=True, help="base URL of the gateway or the fake upstream, e.g. http://127.0.0.1:8080"
+    )
     ap.add_argument("--dialect", required=True, choices=DIALECTS, help="caller dialect")
-    ap.add_argument("--model", default=None, help="model name to send (default bench-<dialect>, or bench-chunks<N> with --direct)")
+    ap.add_argument(
+        "--model", default=None, help="model name to send (default bench-<dialect>, or bench-chunks<N> with --direct)"
+    )
     ap.add_argument("-c", "--concurrency", type=int, default=1)
     ap.add_argument("-d", "--duration", type=float, default=None, help="seconds (default 5 unless -n is given)")
     ap.add_argument("-n", "--requests", type=int, default=None)
-    ap.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS, help="text fragments the upstream sends (must match the fake's)")
+    ap.add_argument(
+        "--chunks", type=int, default=DEFAULT_CHUNKS, help="text fragments the upstream sends (must match the fake's)"
+    )
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
     model = args.model or f"bench-{args.dialect}"
     duration = args.duration if args.duration is not None or args.requests is not None else 5.0
     loop = new_loop()
-    res = loop.run_until_complete(run_load(args.url, args.dialect, model, args.concurrency, duration, args.requests, args.chunks, args.timeout))
+    res = loop.run_until_complete(
+        run_load(args.url, args.dialect, model, args.concurrency, duration, args.requests, args.chunks, args.timeout)
+    )
     loop.close()
     s = res.summary()
     if args.json:
         print(json.dumps(s))
     else:
-        print(f"{s['dialect']} c={s['concurrency']} chunks={s['chunks']}: {s['verified']} verified streams in {s['seconds']} s = "
-              f"{s['streams_per_s']} streams/s; TTFB p50 {s['ttfb_p50_ms']} ms p99 {s['ttfb_p99_ms']} ms; errors {s['errors']}")
+        print(
+            f"{s['dialect']} c={s['concurrency']} chunks={s['chunks']}: {s['verified']} verified streams in {s['seconds']} s = "
+            f"{s['streams_per_s']} streams/s; TTFB p50 {s['ttfb_p50_ms']} ms p99 {s['ttfb_p99_ms']} ms; errors {s['errors']}"
+        )
         for reason, count in s["error_samples"].items():
             print(f"  {count} x {reason}")
     return 0 if res.errors == 0 and res.verified > 0 else 1

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.events import Usage
 from gateway.ir import ChatRequest
-from gateway.router import Resolved, Target
-from gateway.routing import Routing
+from gateway.routing.router import Resolved, Target
+from gateway.routing.targets import Routing
 from gateway.store.shared import LocalShared, SharedState
 
 TARGETS = (Target("claude", "sonnet", 3), Target("bedrock", "sonnet", 1, rpm=10**9), Target("vertex", "sonnet", 1))
@@ -40,7 +40,9 @@ def resolved(strategy: str, affinity: str, targets: tuple[Target, ...] = TARGETS
     return Resolved("smart", targets, pool=3, strategy=strategy, balanced=True, affinity=affinity)
 
 
-async def per_request_us(shared: SharedState, counters: Any, strategy: str, affinity: str, n: int, limited: bool = False) -> tuple[float, float]:
+async def per_request_us(
+    shared: SharedState, counters: Any, strategy: str, affinity: str, n: int, limited: bool = False
+) -> tuple[float, float]:
     """(wall µs, CPU µs) per request; CPU time is what the gateway process spends, which a loaded
     machine inflates far less than the wall clock. ``counters``: the store holding the target
     limits (None: this process)."""
@@ -74,7 +76,9 @@ def start_redis() -> tuple[subprocess.Popen[bytes] | None, str | None]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL
+    )
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -90,9 +94,18 @@ async def main() -> None:
     parser.add_argument("--redis")
     args = parser.parse_args()
     proc, url = (None, args.redis) if args.redis else start_redis()
-    cases = [("weighted", "none", False), ("weighted", "session", False), ("least_busy", "none", False), ("latency", "none", False),
-             ("ordered", "none", False), ("weighted", "none", True), ("ordered", "none", True)]
-    print("| strategy | affinity | targets | in-process µs/request (CPU) | SQLite file µs/request wall (CPU) | Redis µs/request wall (CPU) | Redis round trips/request |")
+    cases = [
+        ("weighted", "none", False),
+        ("weighted", "session", False),
+        ("least_busy", "none", False),
+        ("latency", "none", False),
+        ("ordered", "none", False),
+        ("weighted", "none", True),
+        ("ordered", "none", True),
+    ]
+    print(
+        "| strategy | affinity | targets | in-process µs/request (CPU) | SQLite file µs/request wall (CPU) | Redis µs/request wall (CPU) | Redis round trips/request |"
+    )
     print("|---|---|---|---|---|---|---|")
     tmp = tempfile.TemporaryDirectory()
     try:

@@ -156,7 +156,16 @@ class PacedFake(fake_upstream.FakeUpstream):
                   gateway sends nothing before a real one), then nothing until SIGUSR1 (releases every stream held at that
                   moment) or ``max_hold`` seconds, then the rest at once."""
 
-    def __init__(self, chunks: int, mode: str, interval_min: float, interval_max: float, max_hold: float, hold_after: int = 2, seed: int = 1) -> None:
+    def __init__(
+        self,
+        chunks: int,
+        mode: str,
+        interval_min: float,
+        interval_max: float,
+        max_hold: float,
+        hold_after: int = 2,
+        seed: int = 1,
+    ) -> None:
         super().__init__(chunks)
         self.mode = mode
         self.interval = (interval_min, interval_max)
@@ -178,9 +187,13 @@ class PacedFake(fake_upstream.FakeUpstream):
         if parts is None:
             parts = [b"%x\r\n%s\r\n" % (len(e), e) for e in fake_upstream.events(dialect, n, corrupt)]
             parts = self._parts[key] = (parts or [b""]) + [b"0\r\n\r\n"]
-        head = fake_upstream._HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n")
+        head = fake_upstream._HEAD_OK + (
+            b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n"
+        )
         out = PacedBytes(whole)
-        out.parts = [head + parts[0], *parts[1:-2], parts[-2] + parts[-1]] if len(parts) > 2 else [head + b"".join(parts)]
+        out.parts = (
+            [head + parts[0], *parts[1:-2], parts[-2] + parts[-1]] if len(parts) > 2 else [head + b"".join(parts)]
+        )
         return out
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -196,7 +209,7 @@ class PacedFake(fake_upstream.FakeUpstream):
         self.active += 1
         try:
             if self.mode == "hold":
-                w.write(b"".join(parts[:self.hold_after]))
+                w.write(b"".join(parts[: self.hold_after]))
                 await w.drain()
                 if self._release is None:
                     self._release = asyncio.Event()
@@ -208,7 +221,7 @@ class PacedFake(fake_upstream.FakeUpstream):
                     self.hold_timeouts += 1
                 finally:
                     self.held -= 1
-                w.write(b"".join(parts[self.hold_after:]))
+                w.write(b"".join(parts[self.hold_after :]))
                 await w.drain()
             else:
                 gap = self.rng.uniform(*self.interval)
@@ -222,8 +235,17 @@ class PacedFake(fake_upstream.FakeUpstream):
             self.active -= 1
 
     def stats(self) -> dict:
-        return {"t": round(time.time(), 3), "active": self.active, "held": self.held, "open_conns": self.open, "requests": self.requests,
-                "connections": self.connections, "finished": self.finished, "hold_timeouts": self.hold_timeouts, "releases": self.releases}
+        return {
+            "t": round(time.time(), 3),
+            "active": self.active,
+            "held": self.held,
+            "open_conns": self.open,
+            "requests": self.requests,
+            "connections": self.connections,
+            "finished": self.finished,
+            "hold_timeouts": self.hold_timeouts,
+            "releases": self.releases,
+        }
 
     async def report_forever(self, every: float = 1.0) -> None:
         while True:
@@ -232,13 +254,17 @@ class PacedFake(fake_upstream.FakeUpstream):
 
 
 def fake_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="soak.py fake", description="paced / holding fake upstream (prints JSON counters each second)")
+    ap = argparse.ArgumentParser(
+        prog="soak.py fake", description="paced / holding fake upstream (prints JSON counters each second)"
+    )
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--chunks", type=int, default=fake_upstream.DEFAULT_CHUNKS)
     ap.add_argument("--mode", choices=("paced", "hold"), default="paced")
     ap.add_argument("--interval-min", type=float, default=0.1)
     ap.add_argument("--interval-max", type=float, default=0.5)
-    ap.add_argument("--max-hold", type=float, default=120.0, help="hold mode: release a held stream after this many seconds anyway")
+    ap.add_argument(
+        "--max-hold", type=float, default=120.0, help="hold mode: release a held stream after this many seconds anyway"
+    )
     ap.add_argument("--hold-after", type=int, default=2, help="hold mode: SSE events sent before the hold")
     ap.add_argument("--nofile", type=int, default=65536)
     args = ap.parse_args(argv)
@@ -250,7 +276,10 @@ def fake_main(argv: list[str]) -> int:
     loop.add_signal_handler(signal.SIGTERM, loop.stop)
 
     def started(port: int) -> None:
-        print(json.dumps({"ready": port, "mode": args.mode, "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)}), flush=True)
+        print(
+            json.dumps({"ready": port, "mode": args.mode, "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)}),
+            flush=True,
+        )
         loop.create_task(fake.report_forever())
 
     try:
@@ -343,8 +372,15 @@ class TapConn(loadgen.Conn):
                 self.reader = real
 
 
-async def one_stream(conn: TapConn, tracker: Tracker, dialect: str, req: tuple[str, dict[str, str], bytes], chunks: int,
-                     timeout: float, on_first: Callable[[], None] | None = None) -> None:
+async def one_stream(
+    conn: TapConn,
+    tracker: Tracker,
+    dialect: str,
+    req: tuple[str, dict[str, str], bytes],
+    chunks: int,
+    timeout: float,
+    on_first: Callable[[], None] | None = None,
+) -> None:
     """One verified stream on ``conn``; keeps ``tracker`` current (open = first byte seen, not finished)."""
     seen = [False]
 
@@ -386,9 +422,19 @@ class Sampler(threading.Thread):
     def sample(self) -> dict:
         st = proc_status(self.pid)
         tr = self.tracker
-        return {"t": round(time.monotonic() - self.t0, 3), "wall": round(time.time(), 3), "rss_kb": st.get("VmRSS", -1), "hwm_kb": st.get("VmHWM", -1),
-                "cpu_s": proc_cpu(self.pid), "fds": proc_fds(self.pid), "open": tr.open, "first": tr.first, "started": tr.started,
-                "verified": tr.verified, "errors": tr.errors}
+        return {
+            "t": round(time.monotonic() - self.t0, 3),
+            "wall": round(time.time(), 3),
+            "rss_kb": st.get("VmRSS", -1),
+            "hwm_kb": st.get("VmHWM", -1),
+            "cpu_s": proc_cpu(self.pid),
+            "fds": proc_fds(self.pid),
+            "open": tr.open,
+            "first": tr.first,
+            "started": tr.started,
+            "verified": tr.verified,
+            "errors": tr.errors,
+        }
 
     def run(self) -> None:
         nxt = time.monotonic()
@@ -406,15 +452,40 @@ class Sampler(threading.Thread):
 # processes
 
 
-def write_config(path: Path, gw_port: int, fake_port: int, upstream: str, routes: dict[str, int], max_connections: int | None,
-                 keepalive_seconds: float | None = None) -> None:
+def write_config(
+    path: Path,
+    gw_port: int,
+    fake_port: int,
+    upstream: str,
+    routes: dict[str, int],
+    max_connections: int | None,
+    keepalive_seconds: float | None = None,
+) -> None:
     """One provider (``upstream`` dialect) at the fake; each route ``model -> bench-chunks<N>``."""
-    lines = ["# generated by bench/soak.py / bench/memory.py", "[server]", 'host = "127.0.0.1"', f"port = {gw_port}", "access_log = false"]
+    lines = [
+        "# generated by bench/soak.py / bench/memory.py",
+        "[server]",
+        'host = "127.0.0.1"',
+        f"port = {gw_port}",
+        "access_log = false",
+    ]
     if keepalive_seconds is not None:
         lines.append(f"keepalive_seconds = {keepalive_seconds}")
-    lines += ["", "[auth]", 'keys_env = "BENCH_GATEWAY_KEYS_UNSET"', "", "[store]", 'url = "sqlite:///bench-gateway-state.db"', "",
-              "[[providers]]", 'name = "up"', f'dialect = "{upstream}"', f'base_url = "http://127.0.0.1:{fake_port}{BASES[upstream]}"',
-              'api_key = "bench-upstream-key"', "max_retries = 0"]
+    lines += [
+        "",
+        "[auth]",
+        'keys_env = "BENCH_GATEWAY_KEYS_UNSET"',
+        "",
+        "[store]",
+        'url = "sqlite:///bench-gateway-state.db"',
+        "",
+        "[[providers]]",
+        'name = "up"',
+        f'dialect = "{upstream}"',
+        f'base_url = "http://127.0.0.1:{fake_port}{BASES[upstream]}"',
+        'api_key = "bench-upstream-key"',
+        "max_retries = 0",
+    ]
     if max_connections is not None:
         lines.append(f"max_connections = {max_connections}")
     if os.environ.get("BENCH_TRANSPORT"):  # --transport of soak.py / memory.py
@@ -428,8 +499,17 @@ def write_config(path: Path, gw_port: int, fake_port: int, upstream: str, routes
 class Procs:
     """The fake (``soak.py fake``) and one gateway worker, started in a temp dir, stopped on exit."""
 
-    def __init__(self, fake_args: list[str], upstream: str, routes: dict[str, int], max_connections: int | None, keep: bool,
-                 gateway_port: int = 0, fake_port: int = 0, keepalive_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        fake_args: list[str],
+        upstream: str,
+        routes: dict[str, int],
+        max_connections: int | None,
+        keep: bool,
+        gateway_port: int = 0,
+        fake_port: int = 0,
+        keepalive_seconds: float | None = None,
+    ) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="gateway-soak-"))
         self.fake_port = fake_port or free_port()
         self.gw_port = gateway_port or free_port()
@@ -442,14 +522,22 @@ class Procs:
 
     def __enter__(self) -> Procs:
         try:
-            self.fake = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "fake", "--port", str(self.fake_port), *self.fake_args],
-                                         stdout=self.fake_log.open("w"), stderr=subprocess.STDOUT)
+            self.fake = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "fake", "--port", str(self.fake_port), *self.fake_args],
+                stdout=self.fake_log.open("w"),
+                stderr=subprocess.STDOUT,
+            )
             wait_http(f"http://127.0.0.1:{self.fake_port}/healthz", self.fake, 10, "the fake upstream", self.fake_log)
             env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
             env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             cmd = [gateway_python(), "-m", "gateway", "serve", "--config", str(self.cfg), "--port", str(self.gw_port)]
-            print(f"starting gateway: {' '.join(cmd)} (cwd {self.tmp}, RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)})", file=sys.stderr)
-            self.gw = subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=self.gw_log.open("w"), stderr=subprocess.STDOUT)
+            print(
+                f"starting gateway: {' '.join(cmd)} (cwd {self.tmp}, RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)})",
+                file=sys.stderr,
+            )
+            self.gw = subprocess.Popen(
+                cmd, cwd=self.tmp, env=env, stdout=self.gw_log.open("w"), stderr=subprocess.STDOUT
+            )
             wait_http(f"http://127.0.0.1:{self.gw_port}/healthz", self.gw, 30, "the gateway", self.gw_log)
         except BaseException:
             self.keep = True
@@ -514,13 +602,28 @@ async def soak(args: argparse.Namespace, procs: Procs, tracker: Tracker) -> dict
     sampler.stop()
     await asyncio.sleep(5)
     idle_after = proc_status(gw_pid)
-    return {"idle_before": idle_before, "idle_after_5s": idle_after, "samples": sampler.rows, "t_load": t_deadline - t_start,
-            "t_drain": t_end - t_deadline, "cpu_load_window_s": cpu_at_deadline - cpu0, "cpu_total_s": cpu1 - cpu0,
-            "loadgen_cpu_s": (self1.user + self1.system) - (self0.user + self0.system), "unfinished_workers": len(pending),
-            "wall_t0": time.time() - (time.monotonic() - t_start)}
+    return {
+        "idle_before": idle_before,
+        "idle_after_5s": idle_after,
+        "samples": sampler.rows,
+        "t_load": t_deadline - t_start,
+        "t_drain": t_end - t_deadline,
+        "cpu_load_window_s": cpu_at_deadline - cpu0,
+        "cpu_total_s": cpu1 - cpu0,
+        "loadgen_cpu_s": (self1.user + self1.system) - (self0.user + self0.system),
+        "unfinished_workers": len(pending),
+        "wall_t0": time.time() - (time.monotonic() - t_start),
+    }
 
 
-def summarize(args: argparse.Namespace, res: dict, tracker: Tracker, fake_rows: list[dict], nofile: tuple[int, int], gw_nofile: str) -> dict:
+def summarize(
+    args: argparse.Namespace,
+    res: dict,
+    tracker: Tracker,
+    fake_rows: list[dict],
+    nofile: tuple[int, int],
+    gw_nofile: str,
+) -> dict:
     rows = [r for r in res["samples"] if r["rss_kb"] > 0]
     # the t = 0 sample is taken as the workers start (an idle reading): the first window starts at 1 s
     first = [r["rss_kb"] for r in rows if 0.5 <= r["t"] < args.window]
@@ -529,64 +632,108 @@ def summarize(args: argparse.Namespace, res: dict, tracker: Tracker, fake_rows: 
     rss_first, rss_last = mean(first) / 1024, mean(last) / 1024
     change = (rss_last - rss_first) / rss_first * 100 if rss_first else float("nan")
     w0 = res["wall_t0"]
-    fake_in = [r for r in fake_rows if w0 + args.window <= r["t"] < w0 + args.duration]  # after the ramp, before the drain
+    fake_in = [
+        r for r in fake_rows if w0 + args.window <= r["t"] < w0 + args.duration
+    ]  # after the ramp, before the drain
     open_in = [r["open"] for r in in_load if r["t"] >= args.window]
     total = tracker.verified + tracker.errors
     s = {
-        "caller": args.caller, "upstream": args.upstream, "concurrency": args.concurrency, "duration_s": args.duration, "chunks": args.chunks,
-        "interval_s": [args.interval_min, args.interval_max], "cpus": os.cpu_count(), "nofile_load": list(nofile), "nofile_gateway": gw_nofile,
-        "verified": tracker.verified, "errors": tracker.errors, "error_samples": tracker.error_samples,
-        "streams_per_s": round(tracker.verified / (res["t_load"] + res["t_drain"]), 1), "drain_s": round(res["t_drain"], 1),
+        "caller": args.caller,
+        "upstream": args.upstream,
+        "concurrency": args.concurrency,
+        "duration_s": args.duration,
+        "chunks": args.chunks,
+        "interval_s": [args.interval_min, args.interval_max],
+        "cpus": os.cpu_count(),
+        "nofile_load": list(nofile),
+        "nofile_gateway": gw_nofile,
+        "verified": tracker.verified,
+        "errors": tracker.errors,
+        "error_samples": tracker.error_samples,
+        "streams_per_s": round(tracker.verified / (res["t_load"] + res["t_drain"]), 1),
+        "drain_s": round(res["t_drain"], 1),
         "ttfb_p50_ms": round(1000 * sorted(tracker.ttfb)[len(tracker.ttfb) // 2], 1) if tracker.ttfb else None,
         "ttfb_p99_ms": round(1000 * sorted(tracker.ttfb)[int(len(tracker.ttfb) * 0.99)], 1) if tracker.ttfb else None,
         "rss_idle_before_mb": round(res["idle_before"].get("VmRSS", 0) / 1024, 1),
-        "rss_first_window_mb": round(rss_first, 1), "rss_last_window_mb": round(rss_last, 1), "rss_change_pct": round(change, 2),
+        "rss_first_window_mb": round(rss_first, 1),
+        "rss_last_window_mb": round(rss_last, 1),
+        "rss_change_pct": round(change, 2),
         "rss_min_mb": round(min(r["rss_kb"] for r in in_load) / 1024, 1) if in_load else None,
         "rss_max_mb": round(max(r["rss_kb"] for r in in_load) / 1024, 1) if in_load else None,
-        "rss_idle_after_mb": round(res["idle_after_5s"].get("VmRSS", 0) / 1024, 1), "rss_hwm_mb": round(res["idle_after_5s"].get("VmHWM", 0) / 1024, 1),
-        "open_streams_min": min(open_in) if open_in else None, "open_streams_mean": round(mean(open_in), 1) if open_in else None,
-        "fake_active_min": min((r["active"] for r in fake_in), default=None), "fake_active_mean": round(mean([r["active"] for r in fake_in]), 1) if fake_in else None,
+        "rss_idle_after_mb": round(res["idle_after_5s"].get("VmRSS", 0) / 1024, 1),
+        "rss_hwm_mb": round(res["idle_after_5s"].get("VmHWM", 0) / 1024, 1),
+        "open_streams_min": min(open_in) if open_in else None,
+        "open_streams_mean": round(mean(open_in), 1) if open_in else None,
+        "fake_active_min": min((r["active"] for r in fake_in), default=None),
+        "fake_active_mean": round(mean([r["active"] for r in fake_in]), 1) if fake_in else None,
         "fds_max": max((r["fds"] for r in rows), default=None),
         "gateway_cpu_pct_of_core": round(100 * res["cpu_load_window_s"] / res["t_load"], 1),
         "gateway_cpu_ms_per_stream": round(1000 * res["cpu_total_s"] / total, 2) if total else None,
         "loadgen_cpu_pct_of_core": round(100 * res["loadgen_cpu_s"] / (res["t_load"] + res["t_drain"]), 1),
-        "upstream_requests": fake_rows[-1]["requests"] if fake_rows else None, "upstream_connections": fake_rows[-1]["connections"] if fake_rows else None,
+        "upstream_requests": fake_rows[-1]["requests"] if fake_rows else None,
+        "upstream_connections": fake_rows[-1]["connections"] if fake_rows else None,
     }
     s["pass"] = bool(tracker.errors == 0 and tracker.verified > 0 and abs(change) <= args.max_rss_change)
     return s
 
 
 def print_report(s: dict, samples: list[dict]) -> None:
-    print(f"\nSoak: {s['concurrency']} concurrent {s['caller']} -> {s['upstream']} streams for {s['duration_s']:g} s through one gateway worker "
-          f"({s['chunks']} chunks/stream, {s['interval_s'][0]:g}-{s['interval_s'][1]:g} s between upstream events), {s['cpus']} CPUs, "
-          f"RLIMIT_NOFILE load {s['nofile_load'][0]}/{s['nofile_load'][1]}, gateway {s['nofile_gateway']}\n")
-    print("| streams verified | errors | streams/s | open streams (min / mean, after 10 s) | upstream replies in flight (min / mean) | "
-          "RSS first 10 s MB | RSS last 10 s MB | change | RSS idle before / after MB | gateway CPU % of a core | CPU ms/stream | max FDs |")
+    print(
+        f"\nSoak: {s['concurrency']} concurrent {s['caller']} -> {s['upstream']} streams for {s['duration_s']:g} s through one gateway worker "
+        f"({s['chunks']} chunks/stream, {s['interval_s'][0]:g}-{s['interval_s'][1]:g} s between upstream events), {s['cpus']} CPUs, "
+        f"RLIMIT_NOFILE load {s['nofile_load'][0]}/{s['nofile_load'][1]}, gateway {s['nofile_gateway']}\n"
+    )
+    print(
+        "| streams verified | errors | streams/s | open streams (min / mean, after 10 s) | upstream replies in flight (min / mean) | "
+        "RSS first 10 s MB | RSS last 10 s MB | change | RSS idle before / after MB | gateway CPU % of a core | CPU ms/stream | max FDs |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {s['verified']} | {s['errors']} | {s['streams_per_s']} | {s['open_streams_min']} / {s['open_streams_mean']} | "
-          f"{s['fake_active_min']} / {s['fake_active_mean']} | {s['rss_first_window_mb']} | {s['rss_last_window_mb']} | {s['rss_change_pct']:+.2f} % | "
-          f"{s['rss_idle_before_mb']} / {s['rss_idle_after_mb']} | {s['gateway_cpu_pct_of_core']} | {s['gateway_cpu_ms_per_stream']} | {s['fds_max']} |")
-    print("\nRSS (MB) / open streams every 5 s: " + ", ".join(f"{r['t']:.0f}s {r['rss_kb'] / 1024:.1f}/{r['open']}" for r in samples[::5]))
+    print(
+        f"| {s['verified']} | {s['errors']} | {s['streams_per_s']} | {s['open_streams_min']} / {s['open_streams_mean']} | "
+        f"{s['fake_active_min']} / {s['fake_active_mean']} | {s['rss_first_window_mb']} | {s['rss_last_window_mb']} | {s['rss_change_pct']:+.2f} % | "
+        f"{s['rss_idle_before_mb']} / {s['rss_idle_after_mb']} | {s['gateway_cpu_pct_of_core']} | {s['gateway_cpu_ms_per_stream']} | {s['fds_max']} |"
+    )
+    print(
+        "\nRSS (MB) / open streams every 5 s: "
+        + ", ".join(f"{r['t']:.0f}s {r['rss_kb'] / 1024:.1f}/{r['open']}" for r in samples[::5])
+    )
     for reason, count in s["error_samples"].items():
         print(f"  {count} x {reason}")
-    print(f"\n{'PASS' if s['pass'] else 'FAIL'}: errors {s['errors']}, RSS change {s['rss_change_pct']:+.2f} %, drain after the deadline {s['drain_s']} s")
+    print(
+        f"\n{'PASS' if s['pass'] else 'FAIL'}: errors {s['errors']}, RSS change {s['rss_change_pct']:+.2f} %, drain after the deadline {s['drain_s']} s"
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="Bounded soak test of one gateway worker (see bench/README.md).")
     ap.add_argument("-c", "--concurrency", type=int, default=1000)
-    ap.add_argument("-d", "--duration", type=float, default=60.0, help="seconds of load (new streams start until then; default 60)")
-    ap.add_argument("--window", type=float, default=10.0, help="RSS is compared between the first and the last WINDOW seconds")
+    ap.add_argument(
+        "-d", "--duration", type=float, default=60.0, help="seconds of load (new streams start until then; default 60)"
+    )
+    ap.add_argument(
+        "--window", type=float, default=10.0, help="RSS is compared between the first and the last WINDOW seconds"
+    )
     ap.add_argument("--max-rss-change", type=float, default=10.0, help="percent")
     ap.add_argument("--caller", default="anthropic", choices=loadgen.DIALECTS)
     ap.add_argument("--upstream", default="openai-chat", choices=loadgen.DIALECTS)
     ap.add_argument("--chunks", type=int, default=50)
-    ap.add_argument("--interval-min", type=float, default=0.1, help="seconds between upstream events (drawn per stream)")
+    ap.add_argument(
+        "--interval-min", type=float, default=0.1, help="seconds between upstream events (drawn per stream)"
+    )
     ap.add_argument("--interval-max", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=120.0, help="per-stream timeout; also bounds the drain")
-    ap.add_argument("--max-connections", type=int, default=None, help="provider max_connections (default: the gateway's default)")
-    ap.add_argument("--transport", choices=["gateway", "httpx"], default=None, help="the provider's upstream transport (default: the gateway's)")
-    ap.add_argument("--nofile", type=int, default=65536, help="RLIMIT_NOFILE for this process, the fake and the gateway")
+    ap.add_argument(
+        "--max-connections", type=int, default=None, help="provider max_connections (default: the gateway's default)"
+    )
+    ap.add_argument(
+        "--transport",
+        choices=["gateway", "httpx"],
+        default=None,
+        help="the provider's upstream transport (default: the gateway's)",
+    )
+    ap.add_argument(
+        "--nofile", type=int, default=65536, help="RLIMIT_NOFILE for this process, the fake and the gateway"
+    )
     ap.add_argument("--gateway-port", type=int, default=0)
     ap.add_argument("--fake-port", type=int, default=0)
     ap.add_argument("--json-out", default=None)
@@ -605,16 +752,35 @@ def main(argv: list[str] | None = None) -> int:
         return fake_main(argv[1:])
     args = parse_args(argv)
     nofile = raise_nofile(args.nofile)
-    fake_args = ["--mode", "paced", "--chunks", str(args.chunks), "--interval-min", str(args.interval_min), "--interval-max", str(args.interval_max),
-                 "--nofile", str(args.nofile)]
+    fake_args = [
+        "--mode",
+        "paced",
+        "--chunks",
+        str(args.chunks),
+        "--interval-min",
+        str(args.interval_min),
+        "--interval-max",
+        str(args.interval_max),
+        "--nofile",
+        str(args.nofile),
+    ]
     tracker = Tracker()
     try:
-        with Procs(fake_args, args.upstream, {"soak": args.chunks, "soak-warm": 3}, args.max_connections, args.keep,
-                   args.gateway_port, args.fake_port) as procs:
+        with Procs(
+            fake_args,
+            args.upstream,
+            {"soak": args.chunks, "soak-warm": 3},
+            args.max_connections,
+            args.keep,
+            args.gateway_port,
+            args.fake_port,
+        ) as procs:
             gw_nofile = proc_nofile(procs.gw.pid)  # type: ignore[union-attr]
             loop = loadgen.new_loop()
             try:
-                res = loop.run_until_complete(asyncio.wait_for(soak(args, procs, tracker), args.duration + 2 * args.timeout + 120))
+                res = loop.run_until_complete(
+                    asyncio.wait_for(soak(args, procs, tracker), args.duration + 2 * args.timeout + 120)
+                )
             finally:
                 loop.close()
             if procs.gw.poll() is not None:  # type: ignore[union-attr]
@@ -624,7 +790,9 @@ def main(argv: list[str] | None = None) -> int:
             s = summarize(args, res, tracker, fake_rows, nofile, gw_nofile)
             print_report(s, res["samples"])
             if args.json_out:
-                Path(args.json_out).write_text(json.dumps({"summary": s, "samples": res["samples"], "fake": fake_rows}, indent=1, default=str))
+                Path(args.json_out).write_text(
+                    json.dumps({"summary": s, "samples": res["samples"], "fake": fake_rows}, indent=1, default=str)
+                )
             if not s["pass"]:
                 procs.keep = True
                 print(procs.gateway_log_tail(), file=sys.stderr)

@@ -38,13 +38,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from gateway.events import BlockStart, End, MessageStart, TextDelta, Usage
 from gateway.ir import ChatRequest, Message, TextPart
-from gateway.observe import AccessRecord
-from gateway.router import Resolved, Target
+from gateway.routing.router import Resolved, Target
 from gateway.settings import ProviderSettings
-from gateway.telemetry import Telemetry
-from gateway.telemetry_export import BoundedBatchProcessor
-from gateway.telemetry_metrics import GenAIMetrics
-from gateway.upstream import Provider
+from gateway.telemetry.export import BoundedBatchProcessor
+from gateway.telemetry.metrics import GenAIMetrics
+from gateway.telemetry.observe import AccessRecord
+from gateway.telemetry.traces import Telemetry
+from gateway.upstream.providers import Provider
 
 SINK = r"""
 import sys
@@ -80,7 +80,15 @@ def telemetry(span_exporter: SpanExporter, metric_exporter: MetricExporter, capt
     return Telemetry(guard, GenAIMetrics(metric_exporter), capture_content=capture, guard=guard)
 
 
-def one_request(tel: Telemetry, headers: dict[str, str], provider: Provider, req: ChatRequest, resolved: Resolved, first: list[Any], rest: list[Any]) -> float:
+def one_request(
+    tel: Telemetry,
+    headers: dict[str, str],
+    provider: Provider,
+    req: ChatRequest,
+    resolved: Resolved,
+    first: list[Any],
+    rest: list[Any],
+) -> float:
     """One request's telemetry calls; returns the seconds spent before the first byte could go out."""
     scope = {"path": "/v1/messages", "method": "POST", "scheme": "http"}
     record = AccessRecord("req_0123456789abcdef01234567", "anthropic", "/v1/messages")
@@ -102,9 +110,19 @@ def one_request(tel: Telemetry, headers: dict[str, str], provider: Provider, req
 
 def run(tel: Telemetry, n: int, headers: dict[str, str]) -> tuple[float, float, float]:
     provider = Provider(ProviderSettings(name="up", dialect="anthropic", base_url="https://api.anthropic.com"))
-    req = ChatRequest(model="claude-sonnet-4-5", messages=[Message("user", [TextPart("What's the weather in Paris?")])], max_tokens=1024, temperature=0.7, stream=True)
+    req = ChatRequest(
+        model="claude-sonnet-4-5",
+        messages=[Message("user", [TextPart("What's the weather in Paris?")])],
+        max_tokens=1024,
+        temperature=0.7,
+        stream=True,
+    )
     resolved = Resolved("claude-*", (Target("up", "claude-sonnet-4-5"),))
-    first = [MessageStart("msg_01XFDUDYJgAACzvnptvVoYEL", "claude-sonnet-4-5-20250929"), BlockStart(0, "text"), TextDelta(0, "Hello")]
+    first = [
+        MessageStart("msg_01XFDUDYJgAACzvnptvVoYEL", "claude-sonnet-4-5-20250929"),
+        BlockStart(0, "text"),
+        TextDelta(0, "Hello"),
+    ]
     rest = [TextDelta(0, " there") for _ in range(48)] + [Usage(120, 50), End("stop", "end_turn")]
     for _ in range(500):  # warm up
         one_request(tel, headers, provider, req, resolved, first, rest)
@@ -145,13 +163,19 @@ def main(argv: list[str] | None = None) -> int:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        tel = telemetry(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"), OTLPMetricExporter(endpoint=f"http://127.0.0.1:{port}/v1/metrics"), False)
+        tel = telemetry(
+            OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"),
+            OTLPMetricExporter(endpoint=f"http://127.0.0.1:{port}/v1/metrics"),
+            False,
+        )
         rows.append(("with OTLP export", *run(tel, args.n, {})))
         tel.shutdown()
     finally:
         sink.terminate()
     print(f"{args.n} requests per variant, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}\n")
-    print("| variant | CPU µs before the first byte | CPU µs per request, request's thread | CPU µs per request, all threads |")
+    print(
+        "| variant | CPU µs before the first byte | CPU µs per request, request's thread | CPU µs per request, all threads |"
+    )
     print("|---|---:|---:|---:|")
     for name, ttfb, thread, cpu in rows:
         print(f"| {name} | {ttfb:.1f} | {thread:.1f} | {cpu:.1f} |")

@@ -1,7 +1,7 @@
 """Per-request cost of caller-side validation (``gateway/dialects/validation.py``).
 
 Times ``validate_request`` on the bodies the coding agents really send (from
-``tests/test_bad_input_validation.py``) and on a long conversation, in-process, best of 5 runs.
+``tests/server/test_bad_input_validation.py``) and on a long conversation, in-process, best of 5 runs.
 Run: ``.venv/bin/python bench/validation.py``. The figures go in ``bench/README.md``.
 """
 
@@ -20,15 +20,22 @@ import orjson
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.registry import codec_for
 from gateway.dialects.validation import validate_request
-from tests.test_bad_input_validation import CLAUDE_CODE, CODEX, GEMINI_CLI
+from tests.server.test_bad_input_validation import CLAUDE_CODE, CODEX, GEMINI_CLI
 
 
 def long_history(turns: int) -> dict[str, Any]:
     body = copy.deepcopy(CLAUDE_CODE)
     messages = [{"role": "user", "content": "hi"}]
     for i in range(turns):
-        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": "/x"}}]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "1\tline"}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"file_path": "/x"}}],
+            }
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "1\tline"}]}
+        )
     body["messages"] = messages
     return body
 
@@ -50,7 +57,12 @@ def main() -> None:
         ("anthropic", "Claude Code, 100 tool round trips (201 messages)", long_history(100), RequestMeta()),
         ("openai-responses", "Codex turn (3 tools, 2 input items)", CODEX, RequestMeta()),
         ("gemini", "Gemini CLI turn", GEMINI_CLI, RequestMeta(path_model="smart")),
-        ("openai-chat", "minimal chat request", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, RequestMeta()),
+        (
+            "openai-chat",
+            "minimal chat request",
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            RequestMeta(),
+        ),
     ]
     print(f"{'dialect':17} {'body':50} {'validate':>9} {'parse':>9} {'orjson':>9}   (µs per request)")
     for dialect, name, body, meta in cases:

@@ -18,7 +18,7 @@ import anthropic  # noqa: E402
 import openai  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from gateway.app import create_app  # noqa: E402
+from gateway.server.app import create_app  # noqa: E402
 from gateway.settings import Settings  # noqa: E402
 from tests.conftest import gateway_config  # noqa: E402
 from tests.support.fake_upstream import FakeUpstream, ServerThread  # noqa: E402

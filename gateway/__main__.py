@@ -54,11 +54,14 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        log.warning("!!! OPEN ACCESS: serving on %s with no caller keys: anyone who can reach it spends your provider keys", host)
+        log.warning(
+            "!!! OPEN ACCESS: serving on %s with no caller keys: anyone who can reach it spends your provider keys",
+            host,
+        )
     # Workers re-import the app from the environment, so pass the resolved settings down that way.
     os.environ["GATEWAY_SERVER__HOST"] = host
     os.environ["GATEWAY_SERVER__PORT"] = str(port)
-    from gateway.server_protocol import uvicorn_options
+    from gateway.server.protocol import uvicorn_options
 
     common = dict(
         **uvicorn_options(),  # head/body deadlines, connection cap, no protocol upgrades
@@ -71,9 +74,9 @@ def _serve(args: argparse.Namespace) -> int:
         lifespan="on",
     )
     if workers > 1:
-        uvicorn.run("gateway.serve:app_from_env", factory=True, workers=workers, **common)
+        uvicorn.run("gateway.server.serve:app_from_env", factory=True, workers=workers, **common)
         return 0
-    from gateway.serve import GracefulServer, app_from_env
+    from gateway.server.serve import GracefulServer, app_from_env
 
     config = uvicorn.Config(app_from_env(), **common)
     server = GracefulServer(config)
@@ -82,7 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from gateway.router import Router
+    from gateway.routing.router import Router
     from gateway.settings import load_settings
 
     try:
@@ -90,7 +93,7 @@ def _check_config(args: argparse.Namespace) -> int:
     except Exception as exc:  # pydantic ValidationError, TOML errors, missing references
         print(f"invalid config {args.path}: {exc}", file=sys.stderr)
         return 1
-    from gateway import demo
+    from gateway.http import demo
     from gateway.platforms import ConfigError, check_platforms, platform_for
 
     try:
@@ -122,9 +125,14 @@ def _check_config(args: argparse.Namespace) -> int:
             print(f"  {name}: {exc}")
             continue
         if not resolved.balanced:
-            print(f"  {name} resolves via {resolved.route!r} to " + " -> ".join(f"{t.provider}:{t.upstream_model}" for t in resolved.targets))
+            print(
+                f"  {name} resolves via {resolved.route!r} to "
+                + " -> ".join(f"{t.provider}:{t.upstream_model}" for t in resolved.targets)
+            )
             continue
-        print(f"  {name} resolves via {resolved.route!r}: strategy {resolved.strategy}, affinity {resolved.affinity}, cooldown {resolved.cooldown:g}s")
+        print(
+            f"  {name} resolves via {resolved.route!r}: strategy {resolved.strategy}, affinity {resolved.affinity}, cooldown {resolved.cooldown:g}s"
+        )
         balanced = resolved.targets[: resolved.pool]
         total = sum(t.weight for t in balanced) or 1.0
         for t in balanced:

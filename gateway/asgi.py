@@ -80,7 +80,9 @@ def parse_json_object(scope: Scope, body: bytes, max_depth: int) -> dict[str, An
     """The request body as a JSON object, or a 4xx ``GatewayError`` that says what is wrong."""
     content_type = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
     if content_type and content_type not in JSON_TYPES and not content_type.endswith("+json"):
-        raise GatewayError("unsupported_media_type", f"content-type must be application/json, not {content_type!r}", 415)
+        raise GatewayError(
+            "unsupported_media_type", f"content-type must be application/json, not {content_type!r}", 415
+        )
     if not body.strip():
         raise GatewayError("invalid_request", "request body is empty: a JSON object is required", 400)
     try:
@@ -104,7 +106,11 @@ async def send_json(send: Send, status: int, body: Any, headers: list[tuple[byte
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": payload})

@@ -32,7 +32,9 @@ class Inflater:
         self._d = zlib.decompressobj(31 if coding == "gzip" else 15)
 
     def _bad(self) -> GatewayError:
-        return GatewayError("invalid_request", f"request body does not inflate as {self.coding} (Content-Encoding: {self.coding})", 400)
+        return GatewayError(
+            "invalid_request", f"request body does not inflate as {self.coding} (Content-Encoding: {self.coding})", 400
+        )
 
     def feed(self, data: bytes) -> bytes:
         out: list[bytes] = []
@@ -71,4 +73,6 @@ def inflater_for(content_encoding: str | None, limit: int) -> Inflater | None:
         return None
     if len(codings) == 1 and codings[0] in ("gzip", "x-gzip", "deflate"):
         return Inflater("deflate" if codings[0] == "deflate" else "gzip", limit)
-    raise GatewayError("unsupported_media_type", f"Content-Encoding {content_encoding!r} is not supported: send {SUPPORTED}", 415)
+    raise GatewayError(
+        "unsupported_media_type", f"Content-Encoding {content_encoding!r} is not supported: send {SUPPORTED}", 415
+    )

@@ -70,7 +70,7 @@ class SignatureDelta:
     """A thinking signature exactly as the upstream sent it.
 
     Its origin is the upstream's dialect; an encoder for another dialect packs it with
-    ``gateway.signatures.pack`` so it can come back on the next request and be restored.
+    ``gateway.dialects.signatures.pack`` so it can come back on the next request and be restored.
     """
 
     index: int

@@ -11,7 +11,7 @@ Conventions:
   whatever their dialect allows.
 * Tool call arguments are kept as JSON text (``ToolCallPart.arguments``), exactly as streamed.
 * ``ThinkingPart.signature`` is the raw provider signature and ``origin`` names the dialect that
-  made it (see ``gateway.signatures``); a builder sends it only to a provider of that dialect.
+  made it (see ``gateway.dialects.signatures``); a builder sends it only to a provider of that dialect.
 * ``extras`` holds request fields the IR has no slot for, keyed by the dialect that understands
   them. A builder of the same dialect passes them through; others drop them (with a log warning
   made by the parser).
@@ -141,4 +141,6 @@ class ChatRequest:
     dialect: str = ""  # the caller's dialect
     session: str | None = None  # the caller's x-session-id header (affinity.py: which conversation this is)
     headers: dict[str, str] = field(default_factory=dict)  # provider headers worth forwarding (anthropic-beta …)
-    key_name: str | None = None  # the named caller key (None: the shared key); what it stores is that key's (stateful.py)
+    key_name: str | None = (
+        None  # the named caller key (None: the shared key); what it stores is that key's (stateful.py)
+    )

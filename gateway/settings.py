@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,34 @@ Dialect = str  # a name in gateway/dialects/registry.py (checked by ProviderSett
 # "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
 # "always": every one ends with it (clients that index choices[0] on every chunk break on it).
 StreamUsage = Literal["asked", "always"]
+
+
+_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+INSPECTOR_MODES = ("off", "errors", "all")
+
+
+def check_name(name: object) -> str:
+    """``name`` if it is 1-64 letters, digits, '.', '_' or '-' starting with a letter or digit: the rule
+    for a named key's name, shared by the config file's validation and the admin API."""
+    if not isinstance(name, str) or not _KEY_NAME.match(name):
+        raise ValueError("a key name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+def parse_mode(value: str) -> tuple[str, float]:
+    """An inspector capture mode, ``off | errors | all | sample:F`` → (mode, rate); ValueError names
+    what is accepted. Read here (the config's own check) and by the inspector when it starts."""
+    value = value.strip().lower()
+    if value in INSPECTOR_MODES:
+        return value, 1.0
+    if value.startswith("sample:"):
+        try:
+            rate = float(value[7:])
+        except ValueError:
+            rate = -1.0
+        if 0.0 <= rate <= 1.0:
+            return "sample", rate
+    raise ValueError(f"inspector capture must be off, errors, all or sample:F with 0 <= F <= 1, got {value!r}")
 
 
 class ServerSettings(BaseModel):
@@ -36,7 +65,7 @@ class ServerSettings(BaseModel):
     access_log: bool = True
     fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
     stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (README)
-    # Hostile connections (gateway/server_protocol.py): 0 turns a bound off (keep_alive_timeout 0: no keep-alive).
+    # Hostile connections (gateway/server/protocol.py): 0 turns a bound off (keep_alive_timeout 0: no keep-alive).
     request_head_timeout: float = 10.0  # a request head must arrive within this, else the connection is closed (408)
     request_body_timeout: float = 60.0  # the body must arrive within this after the head (408)
     keep_alive_timeout: float = 5.0  # an idle kept-alive connection is closed after this
@@ -86,8 +115,6 @@ class KeySettings(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_is_plain(cls, value: str) -> str:
-        from gateway.key_names import check_name
-
         return check_name(value)
 
 
@@ -123,8 +150,12 @@ class ProviderSettings(BaseModel):
     max_connections: int = 1000
     keepalive_expiry: float = 15.0  # idle upstream connections older than this are not reused
     ca_file: str | None = None  # PEM bundle to trust instead of the system's (a private CA in front of the provider)
-    proxy: SecretStr | None = None  # http://[user:password@]host:port of an HTTP proxy (socks5:// with transport = "httpx")
-    transport: Literal["gateway", "httpx", "demo"] = "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); README "Upstream transports"; "demo": gateway/demo.py
+    proxy: SecretStr | None = (
+        None  # http://[user:password@]host:port of an HTTP proxy (socks5:// with transport = "httpx")
+    )
+    transport: Literal["gateway", "httpx", "demo"] = (
+        "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); README "Upstream transports"; "demo": gateway/http/demo.py
+    )
     http2: bool = False  # transport = "httpx" only; needs the h2 package (pip install 'llm-gateway[http2]')
     trust_env: bool = False  # transport = "httpx" only: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, .netrc
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
@@ -132,7 +163,7 @@ class ProviderSettings(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
     # Request settings this provider's dialect cannot carry that may be dropped instead of refused
-    # with a 400 (gateway/carry.py; the table is in README "What each upstream cannot carry").
+    # with a 400 (gateway/dialects/carry.py; the table is in README "What each upstream cannot carry").
     drop_unsupported: list[str] = Field(default_factory=list)
     # Anthropic: upstream-model globs that refuse temperature together with top_p (top_p is then
     # dropped and reported); None = the built-in list of such Claude models, [] = always send both.
@@ -154,8 +185,8 @@ class ProviderSettings(BaseModel):
     @classmethod
     def _demo_is_a_transport(cls, data: Any) -> Any:
         """The demo's dialect name (CONTRACT.md) is the demo stand-in: a provider of the dialect it
-        answers in, over its transport (gateway/demo.py)."""
-        from gateway import demo
+        answers in, over its transport (gateway/http/demo.py)."""
+        from gateway.http import demo
 
         if isinstance(data, dict) and data.get("dialect") == demo.KIND:
             data = {"base_url": demo.BASE_URL, **data, "dialect": demo.DIALECT, "transport": demo.KIND}
@@ -173,7 +204,7 @@ class ProviderSettings(BaseModel):
     @field_validator("drop_unsupported")
     @classmethod
     def _known_fields(cls, value: list[str]) -> list[str]:
-        from gateway.carry import USES
+        from gateway.dialects.carry import USES
 
         unknown = [v for v in value if v not in USES]
         if unknown:
@@ -187,12 +218,27 @@ class ProviderSettings(BaseModel):
         proxy = self.proxy.get_secret_value() if self.proxy is not None else ""
         parts = urlsplit(proxy)
         if proxy and (not parts.hostname or parts.scheme not in ("http", "https", "socks5", "socks5h")):
-            raise ValueError("proxy must be an http://[user:password@]host:port URL (or socks5:// with transport = \"httpx\")")
+            raise ValueError(
+                'proxy must be an http://[user:password@]host:port URL (or socks5:// with transport = "httpx")'
+            )
         if self.transport == "gateway":
-            needs = [what for what, asked in (("http2", self.http2), ("trust_env", self.trust_env), ("a SOCKS or https:// proxy", proxy and parts.scheme != "http")) if asked]
+            needs = [
+                what
+                for what, asked in (
+                    ("http2", self.http2),
+                    ("trust_env", self.trust_env),
+                    ("a SOCKS or https:// proxy", proxy and parts.scheme != "http"),
+                )
+                if asked
+            ]
             if needs:
-                raise ValueError(f"{needs[0]} needs transport = \"httpx\" (the gateway's own transport is HTTP/1.1 with http:// proxies)")
-        for package, asked, extra in (("h2", self.http2, "http2"), ("socksio", parts.scheme.startswith("socks"), "socks")):
+                raise ValueError(
+                    f'{needs[0]} needs transport = "httpx" (the gateway\'s own transport is HTTP/1.1 with http:// proxies)'
+                )
+        for package, asked, extra in (
+            ("h2", self.http2, "http2"),
+            ("socksio", parts.scheme.startswith("socks"), "socks"),
+        ):
             if asked and importlib.util.find_spec(package) is None:
                 raise ValueError(f"{extra} needs the {package} package: pip install 'llm-gateway[{extra}]'")
         return self
@@ -251,7 +297,7 @@ class StoreSettings(BaseModel):
 
 
 class InspectorSettings(BaseModel):
-    """Which requests keep their wire for the console's inspector (gateway/inspector.py)."""
+    """Which requests keep their wire for the console's inspector (gateway/telemetry/inspector.py)."""
 
     capture: str | None = None  # off | errors | all | sample:F; unset = errors with [admin] on loopback, else off
     max_requests: int = Field(200, ge=1)  # kept captures per process, oldest dropped first
@@ -260,16 +306,18 @@ class InspectorSettings(BaseModel):
     @field_validator("capture")
     @classmethod
     def _known_mode(cls, value: str | None) -> str | None:
-        from gateway.inspector import parse_mode
-
         if value is not None:
             parse_mode(value)
         return value
+
+
 class TelemetrySettings(BaseModel):
-    """OpenTelemetry export (gateway/telemetry.py). Off unless an endpoint is set here or in the
+    """OpenTelemetry export (gateway/telemetry/traces.py). Off unless an endpoint is set here or in the
     standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variables."""
 
-    otlp_endpoint: str | None = None  # OTLP/HTTP base URL, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics appended)
+    otlp_endpoint: str | None = (
+        None  # OTLP/HTTP base URL, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics appended)
+    )
     service_name: str = "llm-gateway"  # OTEL_SERVICE_NAME wins when set
     capture_content: bool = False  # prompts, completions and tool arguments on spans only when true
     shutdown_seconds: float = 5.0  # at most this long flushing spans and metrics on shutdown
@@ -282,14 +330,18 @@ class TelemetrySettings(BaseModel):
         if value:
             parts = urlsplit(value)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError("otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)")
+                raise ValueError(
+                    "otlp_endpoint must be an http(s)://host[:port] URL (the OTLP/HTTP base, e.g. http://127.0.0.1:4318)"
+                )
         return value or None
 
 
 class Settings(BaseSettings):
     # hide_input_in_errors: a config error names the field and the rule, never echoes values (an
     # inline api_key is one)
-    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True)
+    model_config = SettingsConfigDict(
+        env_prefix="GATEWAY_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True
+    )
 
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
@@ -326,15 +378,17 @@ class Settings(BaseSettings):
 def embedded_default() -> dict[str, Any]:
     """The configuration used when no file is given: demo, plus the provider's own API of each
     dialect that has one (``Codec.own_api``) whose key is in the environment."""
-    from gateway import demo
     from gateway.dialects.registry import UPSTREAM_DIALECTS, codec_for
+    from gateway.http import demo
 
     providers: list[dict[str, Any]] = [dict(demo.PROVIDER)]
     routes: list[dict[str, Any]] = [dict(r) for r in demo.ROUTES]
     for dialect in UPSTREAM_DIALECTS:
         own = codec_for(dialect).own_api
         if own is not None and os.environ.get(own.key_env):
-            providers.append({"name": own.provider, "dialect": dialect, "base_url": own.base_url, "api_key_env": own.key_env})
+            providers.append(
+                {"name": own.provider, "dialect": dialect, "base_url": own.base_url, "api_key_env": own.key_env}
+            )
             routes += [{"model": m, "provider": own.provider} for m in own.models]
     return {"providers": providers, "routes": routes}
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from gateway.app import create_app
 from gateway.dialects import registry
-from gateway.server_protocol import uvicorn_options
+from gateway.server.app import create_app
+from gateway.server.protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
 
@@ -54,7 +54,11 @@ def gateway_config(fake_url: str, **server: Any) -> dict[str, Any]:
         for d in UPSTREAM_DIALECTS
     ]
     providers.append({"name": "demo", "dialect": "demo"})
-    routes = [{"model": word_model(d, s), "provider": f"up-{d}", "upstream_model": w} for d in UPSTREAM_DIALECTS for s, w in SCENARIO_WORDS.items()]
+    routes = [
+        {"model": word_model(d, s), "provider": f"up-{d}", "upstream_model": w}
+        for d in UPSTREAM_DIALECTS
+        for s, w in SCENARIO_WORDS.items()
+    ]
     routes += [{"model": f"{d}--*", "provider": f"up-{d}"} for d in UPSTREAM_DIALECTS]
     routes.append({"model": "demo", "provider": "demo"})
     return {

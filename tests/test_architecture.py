@@ -28,28 +28,29 @@ from pathlib import Path
 GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
 
 # Lowest first. A name stands for the module and everything under it (``dialects`` is every codec;
-# ``gateway`` is only the package's own ``__init__``).
+# ``gateway`` is only the package's own ``__init__``). The wings (the packages under ``gateway/``) are
+# the layers: a wing imports its own layer and the ones under it, never one above, so the package
+# graph has no circle either (``test_no_package_cycle``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "core",  # values and wire primitives every layer shares; they import nothing above them
-        (
-            "gateway", "errors", "events", "ir", "sse", "framing", "eventstream", "cloud", "periods", "signatures", "body_encoding", "stream_writer", "reply",
-            "thinking", "history", "affinity", "asgi", "key_names", "token_estimate", "http_client", "http_pool",
-            "console.stats", "telemetry_export", "telemetry_metrics", "telemetry_content",
-            "store.counters", "store.shared", "store.redis_shared",
-        ),
-    ),
-    # every dialect question is the codec's: the configuration asks the registry (dialect lists,
-    # defaults), so the codecs sit under it; carry is the codecs' shared vocabulary of limits
-    ("dialects", ("dialects", "carry", "model_rename", "passthrough", "demo")),
-    ("config", ("settings", "keys", "inspector", "observe", "router", "balance")),
-    ("store", ("store",)),
-    ("upstream", ("http_transport", "upstream", "platforms", "source", "routing", "telemetry", "telemetry_setup", "prices")),
-    ("services", ("attempts", "request_context", "auth", "ledger", "limits", "stateful", "edge", "server_protocol")),
-    # what serves a route: the relay and the small endpoints, and the state they are handed
-    ("endpoints", ("state", "relay", "count_tokens", "stored_endpoints", "models_endpoints", "admin", "console", "console.routes")),
-    ("app", ("app", "serve", "__main__")),
+    # the shared values and wire primitives every wing reads; the top-level modules that import nothing above them
+    ("core", ("gateway", "errors", "events", "ir", "reply", "token_estimate", "asgi", "body_encoding")),
+    ("framing", ("framing", "store")),  # bytes into frames; what outlives a request (knows no request)
+    ("dialects", ("dialects",)),  # every dialect question is its codec's, with the vocabulary they share
+    ("http", ("http",)),  # the HTTP/1.1 client, its pool, its httpx transport, and the demo stand-in transport
+    ("config", ("settings",)),  # the configuration reads the registry (dialect lists) and the demo's defaults
+    ("platforms", ("platforms",)),
+    ("upstream", ("upstream",)),  # providers (client + auth + platform) and the event source over their answers
+    ("routing", ("routing",)),
+    ("telemetry", ("telemetry",)),
+    ("governance", ("governance",)),
+    ("relay", ("relay",)),  # the pipeline of one request, and the state it is handed
+    ("endpoints", ("endpoints",)),
+    ("console", ("console",)),
+    ("server", ("server", "__main__")),
 ]
+
+# At most this many modules at the top of gateway/ (``__init__`` included): the rest is in a wing.
+TOP_LEVEL_MAX = 12
 
 # A loop closed only by an import inside a function (it runs when called, after every module
 # loaded): still a tie to undo, so each one is named here with why; an import-time loop is never allowed.
@@ -80,7 +81,9 @@ def modules(root: Path = GATEWAY) -> dict[str, Path]:
 
 
 def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
@@ -238,11 +241,46 @@ def test_at_most_one_upward_import() -> None:
     assert ups <= KNOWN_UPWARD, sorted(ups - KNOWN_UPWARD)
 
 
+def wing_of(module: str) -> str:
+    """The node of ``module`` in the package graph: its wing (``gateway.relay`` for
+    ``gateway.relay.attempts``), or the module itself when it sits at the top of ``gateway/``."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and (GATEWAY / parts[1]).is_dir()):
+        return ".".join(parts[:2])
+    return module
+
+
+def package_graph(edges: list[Import]) -> list[Import]:
+    """The imports between wings (and top-level modules), one edge per importing line."""
+    return [
+        Import(wing_of(imp.source), wing_of(imp.target), imp.runtime, imp.line, imp.lazy)
+        for imp in edges
+        if wing_of(imp.source) != wing_of(imp.target)
+    ]
+
+
+def top_level_modules(root: Path = GATEWAY) -> list[str]:
+    return sorted(path.stem for path in root.glob("*.py"))
+
+
+def test_no_package_cycle() -> None:
+    """The wings are layers: no circle between packages, type-only imports counted."""
+    assert cycles(package_graph(import_graph())) == []
+
+
+def test_few_modules_at_the_top() -> None:
+    assert len(top_level_modules()) <= TOP_LEVEL_MAX, top_level_modules()
+
+
 def report(root: Path = GATEWAY) -> None:
     edges = import_graph(root)
     runtime = [imp for imp in edges if imp.runtime]
     at_load = [imp for imp in runtime if not imp.lazy]
-    for label, graph in (("import time", at_load), ("runtime, function-level imports too", runtime), ("with TYPE_CHECKING too", edges)):
+    for label, graph in (
+        ("import time", at_load),
+        ("runtime, function-level imports too", runtime),
+        ("with TYPE_CHECKING too", edges),
+    ):
         found = cycles(graph)
         print(f"cycles ({label}): {len(found)} components, {sum(map(len, found))} modules")
         for component in found:
@@ -252,6 +290,9 @@ def report(root: Path = GATEWAY) -> None:
     print(f"upward imports: {len(ups)} (runtime: {len(ups_runtime)})")
     for source, target in ups:
         print(f"    {source} -> {target}" + ("" if (source, target) in ups_runtime else "  (type only)"))
+    wings = cycles(package_graph(edges))
+    print(f"package cycles: {len(wings)}" + "".join(f"\n    {' '.join(c)}" for c in wings))
+    print(f"modules at the top of gateway/: {len(top_level_modules(root))}")
     unplaced = [name for name in modules(root) if layer_of(name) is None]
     if unplaced:
         print("no layer:", " ".join(unplaced))

@@ -36,7 +36,9 @@ def run(coro):  # the tests own their loop; no pytest-asyncio fixtures needed
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("chunks", [1, 50, 137])
 def test_every_stream_verifies(fake_url: str, dialect: str, chunks: int) -> None:
-    res = run(loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-model", concurrency=3, requests=9, chunks=chunks))
+    res = run(
+        loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-model", concurrency=3, requests=9, chunks=chunks)
+    )
     assert res.errors == 0, res.error_samples
     assert res.verified == 9
     assert len(res.ttfb) == 9 and all(t > 0 for t in res.ttfb)
@@ -45,8 +47,17 @@ def test_every_stream_verifies(fake_url: str, dialect: str, chunks: int) -> None
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_chunk_count_from_model_name(fake_url: str, dialect: str) -> None:
     # what the gateway forwards is the model name, not our header: "chunks<N>" in it sets N
-    res = run(loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-chunks7", concurrency=1, requests=2, chunks=7,
-                               extra_headers={"x-bench-chunks": "7"}))
+    res = run(
+        loadgen.run_load(
+            fake_url + BASE[dialect],
+            dialect,
+            "bench-chunks7",
+            concurrency=1,
+            requests=2,
+            chunks=7,
+            extra_headers={"x-bench-chunks": "7"},
+        )
+    )
     assert (res.verified, res.errors) == (2, 0), res.error_samples
     path, headers, body = loadgen.build_request(dialect, "bench-chunks7")
     headers.pop("x-bench-chunks", None)
@@ -68,7 +79,11 @@ def test_spread_reply_sends_each_event_on_its_own(fake_url: str, dialect: str) -
     import time
 
     started = time.perf_counter()
-    res = run(loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-chunks20-gap5000", concurrency=1, requests=1, chunks=20))
+    res = run(
+        loadgen.run_load(
+            fake_url + BASE[dialect], dialect, "bench-chunks20-gap5000", concurrency=1, requests=1, chunks=20
+        )
+    )
     assert (res.verified, res.errors) == (1, 0), res.error_samples
     assert time.perf_counter() - started > 20 * 0.005  # the gaps really happened
 
@@ -76,8 +91,17 @@ def test_spread_reply_sends_each_event_on_its_own(fake_url: str, dialect: str) -
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("corrupt", ["text", "count", "truncate"])
 def test_corrupted_stream_is_not_verified(fake_url: str, dialect: str, corrupt: str) -> None:
-    res = run(loadgen.run_load(fake_url + BASE[dialect], dialect, "bench-model", concurrency=2, requests=4, chunks=20,
-                               extra_headers={"x-bench-corrupt": corrupt}))
+    res = run(
+        loadgen.run_load(
+            fake_url + BASE[dialect],
+            dialect,
+            "bench-model",
+            concurrency=2,
+            requests=4,
+            chunks=20,
+            extra_headers={"x-bench-corrupt": corrupt},
+        )
+    )
     assert res.verified == 0
     assert res.errors == 4
     reason = next(iter(res.error_samples))
@@ -89,8 +113,17 @@ def test_corrupted_stream_is_not_verified(fake_url: str, dialect: str, corrupt: 
 
 def test_wrong_expected_count_is_not_verified(fake_url: str) -> None:
     # the fake sends 50; a load generator expecting 49 must refuse every stream
-    res = run(loadgen.run_load(fake_url, "anthropic", "bench-model", concurrency=1, requests=2, chunks=49,
-                               extra_headers={"x-bench-chunks": "50"}))
+    res = run(
+        loadgen.run_load(
+            fake_url,
+            "anthropic",
+            "bench-model",
+            concurrency=1,
+            requests=2,
+            chunks=49,
+            extra_headers={"x-bench-chunks": "50"},
+        )
+    )
     assert (res.verified, res.errors) == (0, 2)
 
 

@@ -22,7 +22,7 @@ import pytest
 from google import genai
 from pydantic import BaseModel
 
-from gateway.app import create_app
+from gateway.server.app import create_app
 from gateway.settings import Settings
 from tests.conftest import gateway_config
 from tests.support import callers as c
@@ -57,15 +57,37 @@ def gw(fake: FakeUpstream) -> Iterator[tuple[ServerThread, Capture]]:
     config = gateway_config(url, access_log=True)
     common = {"api_key": "sk-up", "max_retries": 0, "first_byte_timeout": 5.0, "idle_timeout": 2.0}
     config["providers"] += [
-        {"name": "lenient-responses", "dialect": "openai-responses", "base_url": url + "/v1", "drop_unsupported": ["stop"], **common},
-        {"name": "claude-exclusive", "dialect": "anthropic", "base_url": url, "sampling_exclusive_models": ["*"], **common},
+        {
+            "name": "lenient-responses",
+            "dialect": "openai-responses",
+            "base_url": url + "/v1",
+            "drop_unsupported": ["stop"],
+            **common,
+        },
+        {
+            "name": "claude-exclusive",
+            "dialect": "anthropic",
+            "base_url": url,
+            "sampling_exclusive_models": ["*"],
+            **common,
+        },
     ]
     config["routes"] = [
         {"model": "lenient--*", "provider": "lenient-responses"},
         {"model": "exclusive--*", "provider": "claude-exclusive"},
         # stop cannot go to the Responses primary: the Chat fallback carries it
-        {"model": "stop-fallback", "provider": "up-openai-responses", "upstream_model": "responses--text", "fallbacks": ["up-openai-chat:chat--text"]},
-        {"model": "stop-nowhere", "provider": "up-openai-responses", "upstream_model": "responses--text", "fallbacks": ["lenient-responses:x--error_500"]},
+        {
+            "model": "stop-fallback",
+            "provider": "up-openai-responses",
+            "upstream_model": "responses--text",
+            "fallbacks": ["up-openai-chat:chat--text"],
+        },
+        {
+            "model": "stop-nowhere",
+            "provider": "up-openai-responses",
+            "upstream_model": "responses--text",
+            "fallbacks": ["lenient-responses:x--error_500"],
+        },
         *config["routes"],
     ]
     with ServerThread(create_app(Settings(**config))) as server:
@@ -80,16 +102,42 @@ def _count(fake: FakeUpstream) -> int:
 # --------------------------------------------------------------------------- stop toward Responses
 
 STOP_REQUESTS = {  # caller dialect -> (path, body) with one stop sequence, model "{model}"
-    "openai-chat": ("/v1/chat/completions", lambda m: {"model": m, "messages": [{"role": "user", "content": "hi"}], "stop": ["END"]}, "stop"),
-    "anthropic": ("/v1/messages", lambda m: {"model": m, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stop_sequences": ["END"]}, "stop_sequences"),
-    "gemini": ("/v1beta/models/{m}:generateContent", lambda m: {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"stopSequences": ["END"]}}, "generationConfig.stopSequences"),
-    "gemini-interactions": ("/v1beta/interactions", lambda m: {"model": m, "input": "hi", "store": False, "generation_config": {"stop_sequences": ["END"]}}, "generation_config.stop_sequences"),
+    "openai-chat": (
+        "/v1/chat/completions",
+        lambda m: {"model": m, "messages": [{"role": "user", "content": "hi"}], "stop": ["END"]},
+        "stop",
+    ),
+    "anthropic": (
+        "/v1/messages",
+        lambda m: {
+            "model": m,
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}],
+            "stop_sequences": ["END"],
+        },
+        "stop_sequences",
+    ),
+    "gemini": (
+        "/v1beta/models/{m}:generateContent",
+        lambda m: {
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "generationConfig": {"stopSequences": ["END"]},
+        },
+        "generationConfig.stopSequences",
+    ),
+    "gemini-interactions": (
+        "/v1beta/interactions",
+        lambda m: {"model": m, "input": "hi", "store": False, "generation_config": {"stop_sequences": ["END"]}},
+        "generation_config.stop_sequences",
+    ),
 }
 
 
 def _post(server: ServerThread, caller: str, model: str, request_id: str) -> httpx.Response:
     path, body, _ = STOP_REQUESTS[caller]
-    return httpx.post(server.url + path.replace("{m}", model), json=body(model), headers={"x-request-id": request_id}, timeout=10)
+    return httpx.post(
+        server.url + path.replace("{m}", model), json=body(model), headers={"x-request-id": request_id}, timeout=10
+    )
 
 
 @pytest.mark.parametrize("caller", list(STOP_REQUESTS))
@@ -109,7 +157,9 @@ def test_stop_toward_responses_is_a_400_naming_the_callers_parameter(gw: Any, fa
 def test_stop_refusal_in_the_chat_sdk(gw: Any, fake: FakeUpstream) -> None:
     server, _ = gw
     with pytest.raises(openai.BadRequestError) as info:
-        c.openai_client(server.url).chat.completions.create(model="openai-responses--text", messages=[{"role": "user", "content": "hi"}], stop=["END"])
+        c.openai_client(server.url).chat.completions.create(
+            model="openai-responses--text", messages=[{"role": "user", "content": "hi"}], stop=["END"]
+        )
     assert info.value.body["param"] == "stop"  # type: ignore[index]
 
 
@@ -175,17 +225,25 @@ def test_chat_json_schema_reaches_anthropic_and_parses(gw: Any, fake: FakeUpstre
     client = c.openai_client(server.url)
     messages = [{"role": "user", "content": "Weather in Paris as JSON"}]
     if stream:
-        with client.chat.completions.stream(model="anthropic--structured", messages=messages, response_format=Weather) as s:
+        with client.chat.completions.stream(
+            model="anthropic--structured", messages=messages, response_format=Weather
+        ) as s:
             parsed = s.get_final_completion().choices[0].message.parsed
     else:
-        parsed = client.chat.completions.parse(model="anthropic--structured", messages=messages, response_format=Weather).choices[0].message.parsed
+        parsed = (
+            client.chat.completions.parse(model="anthropic--structured", messages=messages, response_format=Weather)
+            .choices[0]
+            .message.parsed
+        )
     assert parsed == Weather(city="Paris", temp_c=18)
     _check_weather_schema(_sent_schema(fake))
 
 
 def test_responses_text_format_reaches_anthropic_and_parses(gw: Any, fake: FakeUpstream) -> None:
     server, _ = gw
-    response = c.openai_client(server.url).responses.parse(model="anthropic--structured", input="Weather in Paris", text_format=Weather, store=False)
+    response = c.openai_client(server.url).responses.parse(
+        model="anthropic--structured", input="Weather in Paris", text_format=Weather, store=False
+    )
     assert response.output_parsed == Weather(city="Paris", temp_c=18)
     _check_weather_schema(_sent_schema(fake))
 
@@ -206,12 +264,20 @@ def test_gemini_response_schema_reaches_anthropic_and_parses(gw: Any, fake: Fake
 def test_interactions_response_format_reaches_anthropic(gw: Any, fake: FakeUpstream) -> None:
     server, _ = gw
     body = {
-        "model": "anthropic--structured", "input": "Weather in Paris", "store": False,
+        "model": "anthropic--structured",
+        "input": "Weather in Paris",
+        "store": False,
         "response_format": {"type": "text", "mime_type": "application/json", "schema": Weather.model_json_schema()},
     }
     response = httpx.post(server.url + "/v1beta/interactions", json=body, timeout=10)
     assert response.status_code == 200, response.text
-    text = "".join(b["text"] for s in response.json()["steps"] if s["type"] == "model_output" for b in s["content"] if b["type"] == "text")
+    text = "".join(
+        b["text"]
+        for s in response.json()["steps"]
+        if s["type"] == "model_output"
+        for b in s["content"]
+        if b["type"] == "text"
+    )
     assert Weather.model_validate_json(text) == Weather(city="Paris", temp_c=18)
     _check_weather_schema(_sent_schema(fake))
 
@@ -219,7 +285,12 @@ def test_interactions_response_format_reaches_anthropic(gw: Any, fake: FakeUpstr
 def test_anthropic_output_config_format_passes_through(gw: Any, fake: FakeUpstream) -> None:
     server, _ = gw
     client = anthropic.Anthropic(base_url=server.url, api_key="sk-caller", max_retries=0)
-    message = client.messages.parse(model="anthropic--structured", max_tokens=256, messages=[{"role": "user", "content": "Weather?"}], output_format=Weather)
+    message = client.messages.parse(
+        model="anthropic--structured",
+        max_tokens=256,
+        messages=[{"role": "user", "content": "Weather?"}],
+        output_format=Weather,
+    )
     assert message.parsed_output == Weather(city="Paris", temp_c=18)
     _check_weather_schema(_sent_schema(fake))
 
@@ -228,7 +299,8 @@ def test_unsupported_schema_constraints_move_into_the_description(gw: Any, fake:
     server, _ = gw
     schema = {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}}, "required": ["city"]}
     c.openai_client(server.url).chat.completions.create(
-        model="anthropic--structured", messages=[{"role": "user", "content": "hi"}],
+        model="anthropic--structured",
+        messages=[{"role": "user", "content": "hi"}],
         response_format={"type": "json_schema", "json_schema": {"name": "w", "schema": schema}},
     )
     city = _sent_schema(fake)["properties"]["city"]
@@ -240,19 +312,29 @@ def test_json_mode_without_schema_toward_anthropic_is_refused(gw: Any, fake: Fak
     before = _count(fake)
     with pytest.raises(openai.BadRequestError) as info:
         c.openai_client(server.url).chat.completions.create(
-            model="anthropic--structured", messages=[{"role": "user", "content": "JSON please"}], response_format={"type": "json_object"}
+            model="anthropic--structured",
+            messages=[{"role": "user", "content": "JSON please"}],
+            response_format={"type": "json_object"},
         )
     assert info.value.body["param"] == "response_format" and _count(fake) == before  # type: ignore[index]
 
 
 # --------------------------------------------------------------------------- temperature with top_p toward Anthropic
 
-GEMINI_SAMPLING = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"temperature": 1.0, "topP": 0.95}}
+GEMINI_SAMPLING = {
+    "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+    "generationConfig": {"temperature": 1.0, "topP": 0.95},
+}
 
 
 def test_temperature_and_top_p_both_reach_an_anthropic_model_that_takes_them(gw: Any, fake: FakeUpstream) -> None:
     server, capture = gw
-    response = httpx.post(server.url + "/v1beta/models/anthropic--text:generateContent", json=GEMINI_SAMPLING, headers={"x-request-id": "req-both"}, timeout=10)
+    response = httpx.post(
+        server.url + "/v1beta/models/anthropic--text:generateContent",
+        json=GEMINI_SAMPLING,
+        headers={"x-request-id": "req-both"},
+        timeout=10,
+    )
     assert response.status_code == 200, response.text
     body = fake.last("anthropic").body
     assert (body["temperature"], body["top_p"]) == (1.0, 0.95)
@@ -261,7 +343,12 @@ def test_temperature_and_top_p_both_reach_an_anthropic_model_that_takes_them(gw:
 
 def test_top_p_dropped_for_a_listed_model_is_said(gw: Any, fake: FakeUpstream) -> None:
     server, capture = gw
-    response = httpx.post(server.url + "/v1beta/models/exclusive--text:generateContent", json=GEMINI_SAMPLING, headers={"x-request-id": "req-excl"}, timeout=10)
+    response = httpx.post(
+        server.url + "/v1beta/models/exclusive--text:generateContent",
+        json=GEMINI_SAMPLING,
+        headers={"x-request-id": "req-excl"},
+        timeout=10,
+    )
     assert response.status_code == 200, response.text
     body = fake.last("anthropic").body
     assert body["temperature"] == 1.0 and "top_p" not in body
@@ -274,17 +361,31 @@ def test_top_p_dropped_for_a_listed_model_is_said(gw: Any, fake: FakeUpstream) -
 def test_the_built_in_list_knows_current_claude_models(fake: FakeUpstream) -> None:
     from gateway.dialects.anthropic import models
 
-    for name in ("claude-sonnet-4-5-20250929", "claude-opus-4-1", "us.anthropic.claude-haiku-4-5-20251001-v1:0", "claude-opus-4-7", "claude-sonnet-5"):
+    for name in (
+        "claude-sonnet-4-5-20250929",
+        "claude-opus-4-1",
+        "us.anthropic.claude-haiku-4-5-20251001-v1:0",
+        "claude-opus-4-7",
+        "claude-sonnet-5",
+    ):
         assert models.matches(name, None, models.SAMPLING_EXCLUSIVE), name
     for name in ("claude-sonnet-4-20250514", "claude-3-7-sonnet-20250219", "text"):
         assert not models.matches(name, None, models.SAMPLING_EXCLUSIVE), name
-    assert models.matches("claude-opus-4-6", None, models.ADAPTIVE_THINKING) and not models.matches("claude-sonnet-4-5", None, models.ADAPTIVE_THINKING)
+    assert models.matches("claude-opus-4-6", None, models.ADAPTIVE_THINKING) and not models.matches(
+        "claude-sonnet-4-5", None, models.ADAPTIVE_THINKING
+    )
 
 
-def test_a_stored_interaction_that_cannot_be_carried_is_refused_before_anything_runs(gw: Any, fake: FakeUpstream) -> None:
+def test_a_stored_interaction_that_cannot_be_carried_is_refused_before_anything_runs(
+    gw: Any, fake: FakeUpstream
+) -> None:
     server, _ = gw
     before = _count(fake)
-    body = {"model": "openai-responses--text", "input": "hi", "generation_config": {"stop_sequences": ["END"]}}  # store defaults to true
+    body = {
+        "model": "openai-responses--text",
+        "input": "hi",
+        "generation_config": {"stop_sequences": ["END"]},
+    }  # store defaults to true
     response = httpx.post(server.url + "/v1beta/interactions", json=body, timeout=10)
     assert response.status_code == 400 and "generation_config.stop_sequences" in response.text, response.text
     assert _count(fake) == before

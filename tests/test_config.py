@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.router import Router
+from gateway.routing.router import Router
 from gateway.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +19,10 @@ def test_example_config_loads_and_routes() -> None:
     settings = load_settings(ROOT / "config" / "gateway.example.toml")
     router = Router(settings)
     smart = router.resolve("smart")
-    assert [(t.provider, t.upstream_model) for t in smart.targets] == [("claude", "claude-sonnet-4-5"), ("openai", "gpt-4.1")]
+    assert [(t.provider, t.upstream_model) for t in smart.targets] == [
+        ("claude", "claude-sonnet-4-5"),
+        ("openai", "gpt-4.1"),
+    ]
     assert router.resolve("claude-opus-4-1").targets[0].provider == "claude"
     assert router.resolve("claude-opus-4-1").targets[0].upstream_model == "claude-opus-4-1"
     assert router.resolve("openai/gpt-4o-mini").targets[0].upstream_model == "gpt-4o-mini"
@@ -58,10 +61,15 @@ BAD_SETTINGS = {
         "routes": [{"model": "text", "provider": "type", "targets": [{"provider": "type"}]}],
     },
     "refers to unknown provider 'nope'": {"providers": [_DEMO], "routes": [{"model": "text", "provider": "nope"}]},
-    "refers to unknown provider 'gone'": {"providers": [_DEMO], "routes": [{"model": "text", "targets": [{"provider": "gone"}]}]},
+    "refers to unknown provider 'gone'": {
+        "providers": [_DEMO],
+        "routes": [{"model": "text", "targets": [{"provider": "gone"}]}],
+    },
     "every target has weight 0": {
         "providers": [_DEMO],
-        "routes": [{"model": "text", "targets": [{"provider": "type", "weight": 0}, {"provider": "type", "weight": 0}]}],
+        "routes": [
+            {"model": "text", "targets": [{"provider": "type", "weight": 0}, {"provider": "type", "weight": 0}]}
+        ],
     },
     "fallback 'nope:m' refers to unknown provider": {
         "providers": [_DEMO],
@@ -119,14 +127,32 @@ def _toml(data: dict[str, list[dict[str, object]]]) -> str:
 def test_good_settings_built_in_code_pass() -> None:
     settings = Settings(
         providers=[_DEMO],
-        routes=[{"model": "text", "targets": [{"provider": "type", "weight": 0}, {"provider": "type"}], "fallbacks": ["type:m"]}],
+        routes=[
+            {
+                "model": "text",
+                "targets": [{"provider": "type", "weight": 0}, {"provider": "type"}],
+                "fallbacks": ["type:m"],
+            }
+        ],
         keys=[_KEY],
     )
     assert [r.model for r in settings.routes] == ["text"]
 
 
 def test_check_config_cli(tmp_path: Path) -> None:
-    ok = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(ROOT / "config" / "gateway.example.toml"), "--model", "claude-x"], capture_output=True, text=True)
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway",
+            "check-config",
+            str(ROOT / "config" / "gateway.example.toml"),
+            "--model",
+            "claude-x",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stderr
     assert "claude-x resolves via 'claude-*' to claude:claude-x" in ok.stdout
     bad = tmp_path / "bad.toml"
@@ -166,6 +192,8 @@ def test_a_config_error_never_echoes_a_value(broken: str, tmp_path: Path) -> Non
     with pytest.raises(ValidationError) as info:
         load_settings(path)
     assert "sk-INLINE-SECRET" not in str(info.value)
-    result = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(path)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", str(path)], capture_output=True, text=True
+    )
     assert result.returncode == 1 and "invalid config" in result.stderr
     assert "sk-INLINE-SECRET" not in result.stderr + result.stdout

@@ -42,13 +42,19 @@ def test_dockerfile_steps_in_a_fresh_venv(tmp_path: Path) -> None:
                 assert (ROOT / source).exists(), f"COPY source {source} missing"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], capture_output=True, text=True, timeout=600
+    )
     if pip.returncode != 0:
         pytest.fail(pip.stderr[-2000:])
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("GATEWAY_")}
     proc = subprocess.Popen(
-        [str(venv / "bin" / "python"), "-m", "gateway", "serve", "--port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [str(venv / "bin" / "python"), "-m", "gateway", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.time() + 30
@@ -60,7 +66,11 @@ def test_dockerfile_steps_in_a_fresh_venv(tmp_path: Path) -> None:
                 time.sleep(0.2)
         else:
             pytest.fail("the installed gateway did not become healthy")
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"model": "demo", "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "demo", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=10,
+        )
         assert reply.status_code == 200
         assert "demo" in reply.json()["choices"][0]["message"]["content"]
     finally:

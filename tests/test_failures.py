@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.app import create_app
+from gateway.server.app import create_app
 from gateway.settings import Settings
 from tests.conftest import UPSTREAM_DIALECTS, gateway_config
 from tests.support.callers import CALLERS, ERRORS
@@ -35,8 +35,24 @@ def faulty(fake: FakeUpstream, request: pytest.FixtureRequest) -> Iterator[tuple
         provider.update(first_byte_timeout=1.0, idle_timeout=1.0, max_retries=2, retry_backoff=0.01)
         if provider["dialect"] != "demo":
             provider["transport"] = request.param
-    config["routes"].insert(0, {"model": "fallback-test", "provider": "up-anthropic", "upstream_model": "x--error_500", "fallbacks": ["up-gemini:y--text"]})
-    config["routes"].insert(0, {"model": "fallback-4xx", "provider": "up-openai-chat", "upstream_model": "x--error_429", "fallbacks": ["up-openai-responses:y--text"]})
+    config["routes"].insert(
+        0,
+        {
+            "model": "fallback-test",
+            "provider": "up-anthropic",
+            "upstream_model": "x--error_500",
+            "fallbacks": ["up-gemini:y--text"],
+        },
+    )
+    config["routes"].insert(
+        0,
+        {
+            "model": "fallback-4xx",
+            "provider": "up-openai-chat",
+            "upstream_model": "x--error_429",
+            "fallbacks": ["up-openai-responses:y--text"],
+        },
+    )
     fake.stall_seconds = 5.0
     with ServerThread(create_app(Settings(**config))) as server:
         yield server, fake
@@ -104,7 +120,8 @@ def _raw_request(port: int, path: str, body: dict[str, Any]) -> socket.socket:
     payload = orjson.dumps(body)
     sock = socket.create_connection(("127.0.0.1", port))
     sock.sendall(
-        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n".encode() + payload
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n".encode()
+        + payload
     )
     return sock
 
@@ -113,7 +130,11 @@ def _raw_request(port: int, path: str, body: dict[str, Any]) -> socket.socket:
 def test_client_disconnect_cancels_upstream(faulty: Any, phase: str) -> None:
     server, fake = faulty
     scenario = "slow_first" if phase == "before_first_byte" else "slow_stream"
-    body = {"model": f"openai-chat--{scenario}", "messages": [{"role": "user", "content": "hi"}], "stream": phase != "whole"}
+    body = {
+        "model": f"openai-chat--{scenario}",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": phase != "whole",
+    }
     before = len(fake.received)
     sock = _raw_request(server.port, "/v1/chat/completions", body)
     assert wait_for(lambda: len(fake.received) > before and fake.active > 0)
@@ -131,7 +152,9 @@ def test_client_disconnect_cancels_upstream(faulty: Any, phase: str) -> None:
     assert wait_for(lambda: record.disconnected, 2.0), "the upstream connection was not closed"
     assert record.disconnected_at is not None
     # target 100 ms; bounded at 1 s here so a loaded CI machine does not flake
-    assert record.disconnected_at - closed_at < 1.0, f"upstream closed {record.disconnected_at - closed_at:.3f} s after the caller left"
+    assert record.disconnected_at - closed_at < 1.0, (
+        f"upstream closed {record.disconnected_at - closed_at:.3f} s after the caller left"
+    )
     print(f"{phase}: upstream closed {1000 * (record.disconnected_at - closed_at):.1f} ms after the caller hung up")
     assert wait_for(lambda: open_upstreams(server.url) == 0, 2.0)
 
@@ -145,12 +168,24 @@ def test_open_upstream_gauge_returns_to_zero_after_normal_traffic(faulty: Any) -
 
 
 KEEPALIVE_REQUESTS = {
-    "anthropic": ("/v1/messages", {"model": "gemini--pause", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}, b"event: ping"),
-    "openai-chat": ("/v1/chat/completions", {"model": "anthropic--pause", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, b"\n:"),
+    "anthropic": (
+        "/v1/messages",
+        {"model": "gemini--pause", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        b"event: ping",
+    ),
+    "openai-chat": (
+        "/v1/chat/completions",
+        {"model": "anthropic--pause", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        b"\n:",
+    ),
     "openai-responses": ("/v1/responses", {"model": "openai-chat--pause", "stream": True, "input": "hi"}, b"\n:"),
     # google-genai feeds any non-"data:" line to its JSON buffer and fails on it, and Gemini has no
     # ping event: Gemini callers get no keepalive, only the intact answer.
-    "gemini": ("/v1beta/models/openai-responses--pause:streamGenerateContent?alt=sse", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, None),
+    "gemini": (
+        "/v1beta/models/openai-responses--pause:streamGenerateContent?alt=sse",
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        None,
+    ),
 }
 
 
@@ -174,9 +209,20 @@ def test_cut_stream_never_shows_a_stop_reason(gateway: Any, caller: str) -> None
     the upstream's stop reason but before its terminator must show the error, not the stop reason —
     on the same-dialect fast path too."""
     if caller == "anthropic":
-        path, body = "/v1/messages", {"model": "anthropic--no_terminator", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        path, body = (
+            "/v1/messages",
+            {
+                "model": "anthropic--no_terminator",
+                "max_tokens": 50,
+                "stream": True,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
     else:
-        path, body = "/v1/chat/completions", {"model": "openai-chat--no_terminator", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        path, body = (
+            "/v1/chat/completions",
+            {"model": "openai-chat--no_terminator", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        )
     raw = httpx.post(gateway.url + path, json=body, timeout=10).text
     assert "error" in raw
     assert "message_delta" not in raw and "end_turn" not in raw
@@ -214,10 +260,19 @@ provider = "up"
 """
     )
     fake.slow_delay = 0.05  # 500 events: 25 s, far longer than the grace period
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), 20)
-        body = {"model": "anthropic--slow_stream", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        body = {
+            "model": "anthropic--slow_stream",
+            "max_tokens": 50,
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         received = b""
         with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/messages", json=body, timeout=20) as response:
             chunks = response.iter_bytes()

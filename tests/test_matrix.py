@@ -40,7 +40,12 @@ ANSWERS: dict[str, dict[str, Any]] = {
         "usage": (60, 0, 30, None),
     },
     "tool_result_turn": {"text": "It is 18°C in Paris.", "stop": "stop", "usage": (80, 0, 10, None)},
-    "thinking": {"text": "Hi there!", "thinking": "The user wants a greeting. I will say hi.", "stop": "stop", "usage": (30, 0, 40, 25)},
+    "thinking": {
+        "text": "Hi there!",
+        "thinking": "The user wants a greeting. I will say hi.",
+        "stop": "stop",
+        "usage": (30, 0, 40, 25),
+    },
     "max_tokens": {"text": "The answer is cut", "stop": "length", "usage": (30, 0, 16, None)},
     "long_500": {"text": "".join(f"w{i} " for i in range(500)), "stop": "stop", "usage": (30, 0, 500, None)},
 }
@@ -66,11 +71,21 @@ def expected_usage(caller: str, upstream: str, usage: tuple[int, int, int, int |
     if caller == "anthropic":
         return {"input_tokens": inp - cached, "output_tokens": out, "cache_read_input_tokens": cached}
     if caller == "openai-chat":
-        return {"prompt_tokens": inp, "completion_tokens": out, "cached_tokens": cached, "reasoning_tokens": reasoning or 0}
+        return {
+            "prompt_tokens": inp,
+            "completion_tokens": out,
+            "cached_tokens": cached,
+            "reasoning_tokens": reasoning or 0,
+        }
     if caller == "openai-responses":
         return {"input_tokens": inp, "output_tokens": out, "cached_tokens": cached, "reasoning_tokens": reasoning or 0}
     if caller == "gemini-interactions":
-        return {"total_input_tokens": inp, "total_output_tokens": out - (reasoning or 0), "total_cached_tokens": cached, "total_thought_tokens": reasoning or 0}
+        return {
+            "total_input_tokens": inp,
+            "total_output_tokens": out - (reasoning or 0),
+            "total_cached_tokens": cached,
+            "total_thought_tokens": reasoning or 0,
+        }
     return {
         "prompt_token_count": inp,
         "candidates_token_count": out - (reasoning or 0),
@@ -91,7 +106,15 @@ def check_usage(caller: str, got: dict[str, Any], want: dict[str, Any]) -> None:
 def upstream_view(r: Received) -> dict[str, Any]:
     """What the upstream received, read independently of the gateway's codecs."""
     b = r.body
-    view: dict[str, Any] = {"system": "", "texts": [], "tools": [], "limit": None, "model": None, "results": [], "calls": []}
+    view: dict[str, Any] = {
+        "system": "",
+        "texts": [],
+        "tools": [],
+        "limit": None,
+        "model": None,
+        "results": [],
+        "calls": [],
+    }
     if r.dialect == "anthropic":
         system = b.get("system")
         view["system"] = system if isinstance(system, str) else "".join(x.get("text", "") for x in system or [])
@@ -105,7 +128,11 @@ def upstream_view(r: Received) -> dict[str, Any]:
                 elif c["type"] == "tool_use":
                     view["calls"].append((c["id"], c["name"]))
                 elif c["type"] == "tool_result":
-                    text = c["content"] if isinstance(c["content"], str) else "".join(x.get("text", "") for x in c["content"])
+                    text = (
+                        c["content"]
+                        if isinstance(c["content"], str)
+                        else "".join(x.get("text", "") for x in c["content"])
+                    )
                     view["results"].append((c["tool_use_id"], text))
         view["key"] = r.headers.get("x-api-key")
     elif r.dialect == "openai-chat":
@@ -142,13 +169,19 @@ def upstream_view(r: Received) -> dict[str, Any]:
                 view["calls"].append((item["call_id"], item["name"]))
             elif kind == "function_call_output":
                 output = item["output"]
-                view["results"].append((item["call_id"], output if isinstance(output, str) else "".join(x.get("text", "") for x in output)))
+                view["results"].append(
+                    (item["call_id"], output if isinstance(output, str) else "".join(x.get("text", "") for x in output))
+                )
         view["key"] = r.headers.get("authorization")
     elif r.dialect == "gemini-interactions":
         view["model"], view["system"] = b.get("model"), b.get("system_instruction") or ""
         view["limit"] = (b.get("generation_config") or {}).get("max_output_tokens")
         view["tools"] = [t["name"] for t in b.get("tools", []) if t.get("type") == "function"]
-        steps = b["input"] if isinstance(b["input"], list) else [{"type": "user_input", "content": [{"type": "text", "text": b["input"]}]}]
+        steps = (
+            b["input"]
+            if isinstance(b["input"], list)
+            else [{"type": "user_input", "content": [{"type": "text", "text": b["input"]}]}]
+        )
         for step in steps:
             kind = step.get("type")
             if kind in ("user_input", "model_output"):
@@ -158,7 +191,13 @@ def upstream_view(r: Received) -> dict[str, Any]:
                 view["calls"].append((step["id"], step["name"]))
             elif kind == "function_result":
                 result = step["result"]
-                text = result if isinstance(result, str) else json.dumps(result) if isinstance(result, dict) else "".join(x.get("text", "") for x in result)
+                text = (
+                    result
+                    if isinstance(result, str)
+                    else json.dumps(result)
+                    if isinstance(result, dict)
+                    else "".join(x.get("text", "") for x in result)
+                )
                 view["results"].append((step["call_id"], text))
         view["key"] = r.headers.get("x-goog-api-key")
     else:
@@ -181,11 +220,17 @@ def upstream_view(r: Received) -> dict[str, Any]:
 
 def check_upstream(fake: FakeUpstream, upstream: str, model: str, scenario: str) -> None:
     view = upstream_view(fake.last(upstream))
-    assert view["model"] == SCENARIO_WORDS[scenario], f"the route sends upstream model {SCENARIO_WORDS[scenario]!r} (caller asked {model!r})"
+    assert view["model"] == SCENARIO_WORDS[scenario], (
+        f"the route sends upstream model {SCENARIO_WORDS[scenario]!r} (caller asked {model!r})"
+    )
     assert SYSTEM in view["system"]
     assert USER in view["texts"]
     assert view["key"] is not None and "sk-upstream" in view["key"] and "sk-caller" not in view["key"]
-    want_tools = {"tool_call": ["get_weather"], "tool_result_turn": ["get_weather"], "parallel_tool_calls": ["get_weather", "get_time"]}.get(scenario, [])
+    want_tools = {
+        "tool_call": ["get_weather"],
+        "tool_result_turn": ["get_weather"],
+        "parallel_tool_calls": ["get_weather", "get_time"],
+    }.get(scenario, [])
     assert view["tools"] == want_tools
     if scenario == "max_tokens":
         assert view["limit"] == 16
@@ -252,7 +297,12 @@ def write_compatibility(path: Path) -> None:
         "",
     ]
     for scenario in SCENARIOS:
-        lines += [f"## {scenario}", "", "| caller \\ upstream | " + " | ".join(UPSTREAM_DIALECTS) + " |", "|---|" + "---|" * len(UPSTREAM_DIALECTS)]
+        lines += [
+            f"## {scenario}",
+            "",
+            "| caller \\ upstream | " + " | ".join(UPSTREAM_DIALECTS) + " |",
+            "|---|" + "---|" * len(UPSTREAM_DIALECTS),
+        ]
         for caller in CALLER_DIALECTS:
             cells = []
             for upstream in UPSTREAM_DIALECTS:

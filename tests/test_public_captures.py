@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import create_app
+from gateway.server.app import create_app
 from gateway.settings import Settings
 from tests.conftest import gateway_config
 from tests.support.callers import CALLERS, ERRORS
@@ -45,7 +45,9 @@ def public_gateway() -> Iterator[str]:
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 @pytest.mark.parametrize("upstream,scenario", CASES, ids=[f"{d}/{s}" for d, s in CASES])
 @pytest.mark.parametrize("caller", list(CALLERS))
-def test_public_capture_through_every_caller(public_gateway: str, caller: str, upstream: str, scenario: str, stream: bool) -> None:
+def test_public_capture_through_every_caller(
+    public_gateway: str, caller: str, upstream: str, scenario: str, stream: bool
+) -> None:
     model = f"{upstream}--{scenario}"
     if (upstream, scenario) in ABRIDGED and caller == upstream and stream:
         pytest.skip("abridged docs example with index gaps, passed through untouched")
@@ -58,7 +60,12 @@ def test_public_capture_through_every_caller(public_gateway: str, caller: str, u
         if not isinstance(exc, Exception):
             raise
         status = getattr(exc, "status_code", getattr(exc, "code", None))
-        assert status is not None or "stream" in str(exc).lower() or "truncated" in str(exc).lower() or "interaction" in str(exc).lower(), exc
+        assert (
+            status is not None
+            or "stream" in str(exc).lower()
+            or "truncated" in str(exc).lower()
+            or "interaction" in str(exc).lower()
+        ), exc
         return
     assert (upstream, scenario) not in FAILING or upstream == "gemini", f"{model} should have failed"
     assert out.model in (model, None)  # a recording without a model name (Gemini blocks) has none to rewrite

@@ -23,7 +23,12 @@ from tests.support.fake_upstream import FakeUpstream
 
 CALLER_DIALECTS = ["anthropic", "openai-chat", "openai-responses", "gemini", "gemini-interactions"]
 FINAL = "It is 18°C in Paris."
-SIGNATURES = {"gemini-interactions": "aW50ZXJhY3Rpb25zLXNpZy0x", "gemini": "Z2VtaW5pLXNpZy0x", "anthropic": "YW50aHJvcGljLXNpZy0x", "openai-responses": "gAAAAABresponses-sig-1"}
+SIGNATURES = {
+    "gemini-interactions": "aW50ZXJhY3Rpb25zLXNpZy0x",
+    "gemini": "Z2VtaW5pLXNpZy0x",
+    "anthropic": "YW50aHJvcGljLXNpZy0x",
+    "openai-responses": "gAAAAABresponses-sig-1",
+}
 
 
 def loop_anthropic(url: str, first: str, second: str) -> str:
@@ -49,7 +54,9 @@ def loop_chat(url: str, first: str, second: str) -> str:
         completion = s.get_final_completion()
     message = completion.choices[0].message
     assert message.tool_calls, "turn 1 must call the tool"
-    messages.append({"role": "assistant", "content": message.content, "tool_calls": [c.model_dump() for c in message.tool_calls]})
+    messages.append(
+        {"role": "assistant", "content": message.content, "tool_calls": [c.model_dump() for c in message.tool_calls]}
+    )
     messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": TOOL_RESULT})
     final = client.chat.completions.create(model=second, messages=messages, tools=tools)
     return final.choices[0].message.content or ""
@@ -70,17 +77,34 @@ def loop_responses(url: str, first: str, second: str) -> str:
 
 def loop_gemini(url: str, first: str, second: str) -> str:
     client = gemini_client(url)
-    decl = gtypes.FunctionDeclaration(name=WEATHER["name"], description=WEATHER["description"], parameters_json_schema=WEATHER["parameters"])
+    decl = gtypes.FunctionDeclaration(
+        name=WEATHER["name"], description=WEATHER["description"], parameters_json_schema=WEATHER["parameters"]
+    )
     config = gtypes.GenerateContentConfig(
-        system_instruction=SYSTEM, tools=[gtypes.Tool(function_declarations=[decl])], automatic_function_calling=gtypes.AutomaticFunctionCallingConfig(disable=True)
+        system_instruction=SYSTEM,
+        tools=[gtypes.Tool(function_declarations=[decl])],
+        automatic_function_calling=gtypes.AutomaticFunctionCallingConfig(disable=True),
     )
     contents: list[Any] = [gtypes.Content(role="user", parts=[gtypes.Part(text=USER)])]
     chunks = list(client.models.generate_content_stream(model=first, contents=contents, config=config))
-    parts = [p for c in chunks for cand in c.candidates or [] for p in (cand.content.parts if cand.content else None) or []]
+    parts = [
+        p for c in chunks for cand in c.candidates or [] for p in (cand.content.parts if cand.content else None) or []
+    ]
     parts = [p for p in parts if p.text or p.function_call or p.thought_signature]
     call = next(p.function_call for p in parts if p.function_call)
     contents.append(gtypes.Content(role="model", parts=parts))
-    contents.append(gtypes.Content(role="user", parts=[gtypes.Part(function_response=gtypes.FunctionResponse(id=call.id, name=call.name, response=json.loads(TOOL_RESULT)))]))
+    contents.append(
+        gtypes.Content(
+            role="user",
+            parts=[
+                gtypes.Part(
+                    function_response=gtypes.FunctionResponse(
+                        id=call.id, name=call.name, response=json.loads(TOOL_RESULT)
+                    )
+                )
+            ],
+        )
+    )
     final = client.models.generate_content(model=second, contents=contents, config=config)
     return final.text or ""
 
@@ -89,15 +113,31 @@ def loop_interactions(url: str, first: str, second: str) -> str:
     """Stateful: turn 2 names turn 1 by ``previous_interaction_id`` and sends only the result."""
     client = gemini_client(url)
     tools = [{"type": "function", **WEATHER}]
-    events = list(client.interactions.create(model=first, input=USER, system_instruction=SYSTEM, tools=tools, stream=True))
+    events = list(
+        client.interactions.create(model=first, input=USER, system_instruction=SYSTEM, tools=tools, stream=True)
+    )
     iid = events[0].interaction.id
     call = next(e.step for e in events if e.event_type == "step.start" and e.step.type == "function_call")
     result = [{"type": "function_result", "call_id": call.id, "name": call.name, "result": TOOL_RESULT}]
-    final = client.interactions.create(model=second, previous_interaction_id=iid, input=result, tools=tools, system_instruction=SYSTEM)
-    return "".join(c.text for step in final.steps or [] if step.type == "model_output" for c in step.content or [] if c.type == "text")
+    final = client.interactions.create(
+        model=second, previous_interaction_id=iid, input=result, tools=tools, system_instruction=SYSTEM
+    )
+    return "".join(
+        c.text
+        for step in final.steps or []
+        if step.type == "model_output"
+        for c in step.content or []
+        if c.type == "text"
+    )
 
 
-LOOPS = {"gemini-interactions": loop_interactions, "anthropic": loop_anthropic, "openai-chat": loop_chat, "openai-responses": loop_responses, "gemini": loop_gemini}
+LOOPS = {
+    "gemini-interactions": loop_interactions,
+    "anthropic": loop_anthropic,
+    "openai-chat": loop_chat,
+    "openai-responses": loop_responses,
+    "gemini": loop_gemini,
+}
 
 
 def turn_two_call_and_result(received: Any) -> tuple[Any, Any, dict[str, Any]]:
@@ -108,8 +148,18 @@ def turn_two_call_and_result(received: Any) -> tuple[Any, Any, dict[str, Any]]:
         blocks = assistant["content"]
         call = next(x for x in blocks if x["type"] == "tool_use")
         thinking = [x for x in blocks if x["type"] == "thinking"]
-        result = next(x for m in b["messages"] if m["role"] == "user" and isinstance(m["content"], list) for x in m["content"] if x["type"] == "tool_result")
-        facts = {"signature": thinking[0]["signature"] if thinking else None, "thinking_first": blocks[0]["type"] == "thinking", "thinking_text": thinking[0]["thinking"] if thinking else None}
+        result = next(
+            x
+            for m in b["messages"]
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for x in m["content"]
+            if x["type"] == "tool_result"
+        )
+        facts = {
+            "signature": thinking[0]["signature"] if thinking else None,
+            "thinking_first": blocks[0]["type"] == "thinking",
+            "thinking_text": thinking[0]["thinking"] if thinking else None,
+        }
         return call["id"], result["tool_use_id"], facts
     if received.dialect == "openai-chat":
         assistant = next(m for m in b["messages"] if m["role"] == "assistant")
@@ -119,7 +169,11 @@ def turn_two_call_and_result(received: Any) -> tuple[Any, Any, dict[str, Any]]:
         call = next(i for i in b["input"] if i.get("type") == "function_call")
         result = next(i for i in b["input"] if i.get("type") == "function_call_output")
         reasoning = [i for i in b["input"] if i.get("type") == "reasoning"]
-        return call["call_id"], result["call_id"], {"signature": reasoning[0].get("encrypted_content") if reasoning else None}
+        return (
+            call["call_id"],
+            result["call_id"],
+            {"signature": reasoning[0].get("encrypted_content") if reasoning else None},
+        )
     if received.dialect == "gemini-interactions":
         steps = b["input"]
         call = next(x for x in steps if x.get("type") == "function_call")

@@ -32,17 +32,22 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.console.stats import select
-from gateway.inspector import upstream_replay
-from gateway.models_endpoints import listed_models
+from gateway.endpoints.models import listed_models
+from gateway.telemetry.inspector import upstream_replay
+from gateway.telemetry.recent import select
 
 if TYPE_CHECKING:
-    from gateway.state import GatewayState
+    from gateway.relay.state import GatewayState
 
 log = logging.getLogger("gateway.console")
 STATIC = Path(__file__).parent / "static"
 STORE_SCAN = 5000  # records of the store's log a filtered Requests view looks through
-TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -58,7 +63,9 @@ ADMIN_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status, media_type="application/json", headers={**ADMIN_HEADERS, **(headers or {})})
+    return Response(
+        orjson.dumps(body), status, media_type="application/json", headers={**ADMIN_HEADERS, **(headers or {})}
+    )
 
 
 def _assets() -> dict[str, tuple[bytes, str]]:
@@ -80,7 +87,15 @@ def console_routes(state: GatewayState) -> list[Route]:
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if not authorized(request):
-                return _json({"error": {"message": "the admin API needs the admin key as Authorization: Bearer", "type": "authentication_error"}}, 401)
+                return _json(
+                    {
+                        "error": {
+                            "message": "the admin API needs the admin key as Authorization: Bearer",
+                            "type": "authentication_error",
+                        }
+                    },
+                    401,
+                )
             response: Response = await handler(request)
             return response
 
@@ -98,17 +113,39 @@ def console_routes(state: GatewayState) -> list[Route]:
 
     async def inspector_list(request: Request) -> Response:
         ins = state.inspector
-        return _json({"capture": ins.mode if ins.mode != "sample" else f"sample:{ins.rate:g}", "max_requests": ins.max_requests, "captures": ins.summaries()})
+        return _json(
+            {
+                "capture": ins.mode if ins.mode != "sample" else f"sample:{ins.rate:g}",
+                "max_requests": ins.max_requests,
+                "captures": ins.summaries(),
+            }
+        )
 
     async def inspector_one(request: Request) -> Response:
         rid = request.path_params["request_id"]
         capture = state.inspector.get(rid)
         if capture is None:
-            return _json({"error": {"message": f"no capture of request {rid!r} (not captured, or dropped from the ring)", "type": "not_found_error"}}, 404)
+            return _json(
+                {
+                    "error": {
+                        "message": f"no capture of request {rid!r} (not captured, or dropped from the ring)",
+                        "type": "not_found_error",
+                    }
+                },
+                404,
+            )
         safe = "".join(c for c in rid if c.isalnum() or c in "-_")[:80] or "capture"
         if request.query_params.get("side") == "upstream":
-            return Response(upstream_replay(capture), media_type="text/plain; charset=utf-8", headers={**ADMIN_HEADERS, "content-disposition": f'attachment; filename="{safe}.sse"'})
-        extra = {"content-disposition": f'attachment; filename="{safe}.json"'} if request.query_params.get("download") else None
+            return Response(
+                upstream_replay(capture),
+                media_type="text/plain; charset=utf-8",
+                headers={**ADMIN_HEADERS, "content-disposition": f'attachment; filename="{safe}.sse"'},
+            )
+        extra = (
+            {"content-disposition": f'attachment; filename="{safe}.json"'}
+            if request.query_params.get("download")
+            else None
+        )
         return _json(capture, headers=extra)
 
     async def recent(request: Request) -> Response:
@@ -122,10 +159,14 @@ def console_routes(state: GatewayState) -> list[Route]:
             try:
                 return _json({"source": "store", "requests": await _stored(limit, *filters)})
             except Exception:  # the store is out: this process's own records still answer
-                log.warning("console: the store's request records are unavailable; showing this process's", exc_info=True)
+                log.warning(
+                    "console: the store's request records are unavailable; showing this process's", exc_info=True
+                )
         return _json({"source": "process", "requests": console.latest(limit, *filters)})
 
-    async def _stored(limit: int, key: str | None, model: str | None, status: str | None, request_id: str | None) -> list[dict[str, Any]]:
+    async def _stored(
+        limit: int, key: str | None, model: str | None, status: str | None, request_id: str | None
+    ) -> list[dict[str, Any]]:
         """The store's request log (``GET /admin/requests``'s: every worker and replica, detached
         generations once finished), filtered like the ring; a filter reads further back."""
         await state.ledger.flush()
@@ -141,7 +182,9 @@ def console_routes(state: GatewayState) -> list[Route]:
         as a hint of what else routes)."""
         listed = listed_models(state)
         patterns = [r.model for r in state.settings.routes if r.model not in listed]
-        return _json({"named_keys": True, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]})
+        return _json(
+            {"named_keys": True, "capture": state.inspector.mode, "models": [*listed, *dict.fromkeys(patterns)]}
+        )
 
     async def overview(request: Request) -> Response:
         return _json(console.overview())
@@ -157,7 +200,9 @@ def console_routes(state: GatewayState) -> list[Route]:
                 yield b"event: overview\ndata: " + orjson.dumps(console.overview()) + b"\n\n"
                 await asyncio.sleep(interval)
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers={**ADMIN_HEADERS, "x-accel-buffering": "no"})
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={**ADMIN_HEADERS, "x-accel-buffering": "no"}
+        )
 
     return [
         Route("/ui", page, methods=["GET"]),

@@ -42,7 +42,7 @@ Adding a dialect
    * ``whole.py``: non-streamed bodies both ways; ``errors.py``: error bodies both ways;
    * ``stop_reasons.py``, ``usage.py``: the mappings to the canonical ``End`` / ``Usage``
      (``None`` where the wire does not say);
-   * ``fields.py``: ``LIMITS`` (what the builder cannot carry: gateway/carry.py) and ``PARAMS``;
+   * ``fields.py``: ``LIMITS`` (what the builder cannot carry: gateway/dialects/carry.py) and ``PARAMS``;
    * ``fast_path.py``: its ``FastPathRules``;
    * ``caller.py`` (a caller dialect): ``ROUTES``, ``recognises`` and, if it has them, the model
      list and token-count shapes; ``stored.py`` (a dialect with server-side state): its policy;
@@ -55,7 +55,7 @@ Adding a dialect
    False and ``models`` / ``counting`` / ``stored`` / ``rate_limit_headers`` None.
 2. One line in ``gateway/dialects/registry.py``'s ``MODULES``, placed by how specific its
    ``recognises`` is (asked in that order; OpenAI Chat, which recognises anything, stays last).
-   Settings (a provider's ``dialect``), the route table (gateway/app.py) and the tests' dialect
+   Settings (a provider's ``dialect``), the route table (gateway/server/app.py) and the tests' dialect
    lists (tests/conftest.py ``UPSTREAM_DIALECTS``, tests/test_matrix.py) follow from it.
 3. ``mypy --strict`` on the package: the codec must satisfy ``Codec`` below (``registry.codec_for``
    returns it as one), which names every member the pipeline reads.
@@ -73,15 +73,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from gateway.carry import Limit
+from gateway.dialects.carry import Limit
 from gateway.errors import GatewayError
 from gateway.events import Event, StreamError, Usage
+from gateway.framing.sse import SSEFrame
 from gateway.ir import ChatRequest
 from gateway.reply import Reply
-from gateway.sse import SSEFrame
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 
 @dataclass(slots=True)
@@ -108,7 +108,7 @@ class UpstreamCall:
     params: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     method: str = "POST"
-    dropped: list[str] = field(default_factory=list)  # IR fields left out of this call (gateway/carry.py)
+    dropped: list[str] = field(default_factory=list)  # IR fields left out of this call (gateway/dialects/carry.py)
 
 
 @dataclass(slots=True)
@@ -203,7 +203,7 @@ def _no_stop(event: str | None, data: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class FastPathRules:
-    """What the same-dialect fast path (gateway/passthrough.py) must know of a dialect.
+    """What the same-dialect fast path (gateway/relay/fast_path.py) must know of a dialect.
 
     ``carries_stop(event, data)``: whether a frame states the stop reason (some clients take a stop
     reason as the end, so such frames wait for the terminator). ``tail``: makes the per-stream
@@ -219,14 +219,14 @@ class FastPathRules:
 
 RateLimitHeaders = Callable[[int | None, int | None, int | None, int | None, float], list[tuple[bytes, bytes]]]
 """``(rpm, requests_left, tpm, tokens_left, reset_in_seconds)`` → the rate-limit headers the
-dialect's SDK reads (gateway/limits.py)."""
+dialect's SDK reads (gateway/governance/limits.py)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Identity:
     """What the dialect is called outside the gateway: the OpenTelemetry GenAI names of a call to
-    its provider's own API (``gen_ai.provider.name``, ``gen_ai.operation.name``; gateway/telemetry.py)
-    and the provider id in the genai-prices database (gateway/prices.py), used when the provider's
+    its provider's own API (``gen_ai.provider.name``, ``gen_ai.operation.name``; gateway/telemetry/traces.py)
+    and the provider id in the genai-prices database (gateway/governance/prices.py), used when the provider's
     ``base_url`` is not one the database knows."""
 
     otel_provider: str
@@ -257,7 +257,7 @@ class ModelAction:
 
 @dataclass(frozen=True, slots=True)
 class CallerRoute:
-    """One path the gateway serves to this dialect's callers (gateway/app.py builds its route
+    """One path the gateway serves to this dialect's callers (gateway/server/app.py builds its route
     table from these). ``kind``: ``call`` a model call, ``count`` token counting
     (``TokenCounting``), ``stored`` the stored-object operations (``StoredObjects``), ``model_action``
     a ``…/models/{model}:{action}`` path whose action picks one of the others (Gemini)."""
@@ -269,7 +269,7 @@ class CallerRoute:
 
 
 class ModelListing(Protocol):
-    """``GET /v1/models`` and ``GET /v1/models/{id}`` in this dialect's shape (gateway/models_endpoints.py)."""
+    """``GET /v1/models`` and ``GET /v1/models/{id}`` in this dialect's shape (gateway/endpoints/models.py)."""
 
     def entry(self, name: str, created: int) -> dict[str, Any]:
         """One model (``created``: the gateway's start, unix seconds)."""
@@ -281,7 +281,7 @@ class ModelListing(Protocol):
 
 
 class TokenCounting(Protocol):
-    """Token counting (gateway/count_tokens.py): the caller's endpoint and, where the provider's
+    """Token counting (gateway/endpoints/count_tokens.py): the caller's endpoint and, where the provider's
     own API counts, the upstream call that asks it."""
 
     counts_upstream: bool  # the provider's own API counts (else: the gateway estimates)
@@ -303,7 +303,7 @@ class TokenCounting(Protocol):
 
 class StoredObjects(Protocol):
     """A dialect whose provider keeps answers on the server (stored, resumable, cancellable by id):
-    the policy gateway/stateful.py and gateway/stored_endpoints.py follow for it."""
+    the policy gateway/relay/stateful.py and gateway/endpoints/stored.py follow for it."""
 
     kind: str  # the store's namespace and the noun in messages: "interaction", "response"
     previous_param: str  # the request parameter naming the stored answer a turn continues
@@ -361,7 +361,7 @@ class StoredObjects(Protocol):
 @runtime_checkable
 class Resumable(Protocol):
     """A codec whose upstream stream, dropped mid-way, can be picked up where it stopped instead of
-    asked again (gateway/source.py; Interactions: ``GET`` with ``last_event_id``)."""
+    asked again (gateway/upstream/source.py; Interactions: ``GET`` with ``last_event_id``)."""
 
     def resume_call(self, decoder: StreamDecoder) -> UpstreamCall | None:
         """The call that continues the stream ``decoder`` has read so far (None: nothing to resume)."""
@@ -374,7 +374,7 @@ class Resumable(Protocol):
 
 Unwrap = Callable[[str, bytes], SSEFrame]
 """One message of a platform's binary event framing (its event type, its payload) → the frame the
-dialect's decoder reads (gateway/eventstream.py)."""
+dialect's decoder reads (gateway/framing/eventstream.py)."""
 
 
 class OnPlatform(Protocol):
@@ -412,7 +412,7 @@ class Codec(Protocol):
 
     name: str
     fast_path: FastPathRules
-    limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/carry.py)
+    limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/dialects/carry.py)
     params: dict[str, str]  # IR field -> this dialect's own parameter name, for refusals
     identity: Identity
     routes: tuple[CallerRoute, ...]  # () for an upstream-only dialect (no caller endpoint)

@@ -34,7 +34,9 @@ def get_str(obj: dict[str, Any], key: str, path: str, *, required: bool = False)
     return value
 
 
-def get_int(obj: dict[str, Any], key: str, path: str, *, required: bool = False, minimum: int | None = None) -> int | None:
+def get_int(
+    obj: dict[str, Any], key: str, path: str, *, required: bool = False, minimum: int | None = None
+) -> int | None:
     value = obj.get(key)
     if value is None:
         if required:

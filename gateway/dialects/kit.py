@@ -23,7 +23,7 @@ A dialect's ``usage.py`` and ``stop_reasons.py`` expose the same verbs in every 
 ``convert_usage`` (wire object → ``Usage | None``) / ``render_usage`` (``Usage`` → wire object), and
 ``map_stop_reason`` (wire value → ``StopReason``) / ``render_stop_reason`` (``End`` → wire value). The
 wire fields behind ``convert_usage`` are tabled in ``gateway/dialects/usage_fields.py``;
-``tests/test_kit.py`` checks that every registered dialect has the four names.
+``tests/dialects/test_kit.py`` checks that every registered dialect has the four names.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from gateway.events import (
     StreamError,
     Usage,
 )
-from gateway.sse import SSEFrame
+from gateway.framing.sse import SSEFrame
 
 _EXCERPT = 200  # characters of a bad frame's data quoted in the error
 _loads = orjson.loads  # bound once: these run for every upstream frame
@@ -135,7 +135,14 @@ class Blocks:
         return self._next
 
     def start(
-        self, kind: BlockKind, out: list[Event], *, key: Hashable = None, id: str | None = None, name: str | None = None, data: str | None = None
+        self,
+        kind: BlockKind,
+        out: list[Event],
+        *,
+        key: Hashable = None,
+        id: str | None = None,
+        name: str | None = None,
+        data: str | None = None,
     ) -> int:
         """Open the next block under ``key`` (a block still open under the same key is stopped
         first: one key names one open block); its index."""

@@ -34,5 +34,5 @@ everywhere: the last ``Usage`` event wins, never summed.
 Adding a provider: write its ``usage.py`` with ``convert_usage(wire) -> Usage | None`` (``None``
 when the object is missing) and ``render_usage(Usage | None) -> dict`` (0 for unknown counts only
 there, where the provider's SDK requires integers), add its column here, and its table of cases to
-``tests/test_usage.py``; ``tests/test_kit.py`` fails until the package has both names.
+``tests/dialects/test_usage.py``; ``tests/dialects/test_kit.py`` fails until the package has both names.
 """

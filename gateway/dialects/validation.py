@@ -193,7 +193,9 @@ def _path_text(path: tuple[Any, ...]) -> str:
     return out
 
 
-def _details(rule: Rule, node: dict[str, Any], last: tuple[str, ...], path: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
+def _details(
+    rule: Rule, node: dict[str, Any], last: tuple[str, ...], path: tuple[Any, ...]
+) -> tuple[str, dict[str, Any]]:
     """The wording key and its format fields for a broken rule."""
     if rule.kind == "any_key":
         return "any_key", {"path": _path_text(path), "keys": ", ".join(rule.values)}

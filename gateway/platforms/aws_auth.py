@@ -82,7 +82,11 @@ class SigV4(httpx.Auth):
         try:
             return credentials.get_frozen_credentials()
         except Exception as exc:  # a failed refresh (STS down, a revoked role): name it, never its values
-            raise GatewayError("bad_gateway", f"upstream {self.provider}: AWS credentials could not be refreshed ({type(exc).__name__})", 502) from None
+            raise GatewayError(
+                "bad_gateway",
+                f"upstream {self.provider}: AWS credentials could not be refreshed ({type(exc).__name__})",
+                502,
+            ) from None
 
     def _cheap(self) -> bool:
         """Whether ``_freeze`` will not block: resolved, and not due for a refresh."""
@@ -132,4 +136,3 @@ class SigV4(httpx.Auth):
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         self.sign(request, await self.frozen())
         yield request
-

@@ -28,8 +28,8 @@ import importlib.util
 
 import httpx
 
-from gateway.cloud import azure_deployment
 from gateway.dialects.base import UpstreamCall
+from gateway.dialects.cloud import azure_deployment
 from gateway.platforms.base import CloudPlatform, ConfigError
 from gateway.settings import ProviderSettings
 
@@ -48,11 +48,19 @@ class Azure(CloudPlatform):
     def check(self, s: ProviderSettings) -> None:
         self.check_dialect(s)
         if not (s.endpoint_url or s.base_url):
-            raise ConfigError(f"provider {s.name!r}: platform 'azure' needs base_url (the resource endpoint, https://<resource>.openai.azure.com)")
+            raise ConfigError(
+                f"provider {s.name!r}: platform 'azure' needs base_url (the resource endpoint, https://<resource>.openai.azure.com)"
+            )
         if not s.api_version:
-            raise ConfigError(f"provider {s.name!r}: platform 'azure' needs api_version (a dated one such as \"2025-04-01-preview\", or \"v1\")")
-        if not s.key() and (importlib.util.find_spec("azure") is None or importlib.util.find_spec("azure.identity") is None):
-            raise ConfigError(f"provider {s.name!r}: platform 'azure' without an api key uses Microsoft Entra ID, which needs azure-identity: pip install 'llm-gateway[azure]'")
+            raise ConfigError(
+                f'provider {s.name!r}: platform \'azure\' needs api_version (a dated one such as "2025-04-01-preview", or "v1")'
+            )
+        if not s.key() and (
+            importlib.util.find_spec("azure") is None or importlib.util.find_spec("azure.identity") is None
+        ):
+            raise ConfigError(
+                f"provider {s.name!r}: platform 'azure' without an api key uses Microsoft Entra ID, which needs azure-identity: pip install 'llm-gateway[azure]'"
+            )
 
     def base_url(self, s: ProviderSettings) -> str:
         base = (s.endpoint_url or s.base_url).rstrip("/")

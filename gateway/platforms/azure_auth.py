@@ -39,7 +39,11 @@ class EntraTokens:
                 self._credential = DefaultAzureCredential()
             token = self._credential.get_token(SCOPE)
         except (AzureError, OSError, ValueError) as exc:
-            raise GatewayError("bad_gateway", f"provider {self._provider}: no Microsoft Entra ID token ({type(exc).__name__}: {_first_line(exc)})", 502) from None
+            raise GatewayError(
+                "bad_gateway",
+                f"provider {self._provider}: no Microsoft Entra ID token ({type(exc).__name__}: {_first_line(exc)})",
+                502,
+            ) from None
         return token.token, float(token.expires_on)
 
 

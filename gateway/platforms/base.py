@@ -17,7 +17,7 @@ pipeline knowing which platform it is:
   which may retry once after a 401 with a refreshed token;
 * ``framer``: how the body is cut into frames (SSE for most; AWS eventstream binary framing on
   Bedrock, each message made a frame by the adapter's ``unwrap``), always
-  ``gateway.sse.SSEFrame``s, so the dialect's decoder never knows;
+  ``gateway.framing.sse.SSEFrame``s, so the dialect's decoder never knows;
 * ``decode_error``: the platform's own error bodies (Bedrock's ``{"message"}`` + ``x-amzn-ErrorType``),
   before the codec's;
 * ``check``: at startup, that the settings are complete, the platform's optional extra is
@@ -41,8 +41,8 @@ import httpx
 
 from gateway.dialects.registry import available, codec_for
 from gateway.errors import GatewayError
-from gateway.framing import Framer
-from gateway.sse import SSEDecoder
+from gateway.framing.base import Framer
+from gateway.framing.sse import SSEDecoder
 
 if TYPE_CHECKING:
     from gateway.dialects.base import OnPlatform, UpstreamCall
@@ -62,9 +62,15 @@ class Platform:
 
     def check(self, s: ProviderSettings) -> None:
         """Raise ``ConfigError`` if ``s`` cannot work on this platform (called at startup)."""
-        missing = [p for p in self.packages if importlib.util.find_spec(p.split(".")[0]) is None or importlib.util.find_spec(p) is None]
+        missing = [
+            p
+            for p in self.packages
+            if importlib.util.find_spec(p.split(".")[0]) is None or importlib.util.find_spec(p) is None
+        ]
         if missing:
-            raise ConfigError(f"provider {s.name!r}: platform {self.name!r} needs {', '.join(missing)}: pip install 'llm-gateway[{self.extra}]'")
+            raise ConfigError(
+                f"provider {s.name!r}: platform {self.name!r} needs {', '.join(missing)}: pip install 'llm-gateway[{self.extra}]'"
+            )
         if not self.base_url(s):
             raise ConfigError(f"provider {s.name!r} needs a base_url")
 

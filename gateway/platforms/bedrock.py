@@ -8,7 +8,7 @@ percent-encoded segment — ids with ``:`` such as ``anthropic.claude-sonnet-4-5
 inference-profile ARNs with ``/`` stay one segment; cross-region profile ids ``us.``, ``eu.``,
 ``apac.``, ``global.`` are ids like any other), the credentials, the error bodies (``{"message"}``
 + ``x-amzn-ErrorType``) and the framing: streamed replies are AWS eventstream
-(gateway/eventstream.py), each message made a frame by the adapter's ``unwrap`` (InvokeModel's
+(gateway/framing/eventstream.py), each message made a frame by the adapter's ``unwrap`` (InvokeModel's
 base64 ``chunk`` payloads unwrapped; Converse events as they are).
 
 Credentials: SigV4 with botocore's chain (gateway/platforms/aws_auth.py), or a Bedrock API key
@@ -26,8 +26,8 @@ import httpx
 import orjson
 
 from gateway.errors import GatewayError, kind_for_status
-from gateway.eventstream import EXCEPTIONS, EventStreamDecoder, as_frame
-from gateway.framing import Framer
+from gateway.framing.base import Framer
+from gateway.framing.eventstream import EXCEPTIONS, EventStreamDecoder, as_frame
 from gateway.platforms.aws_auth import SigV4
 from gateway.platforms.base import CloudPlatform, ConfigError
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # x-amzn-ErrorType (before its ":http://internal…" suffix), lower-cased -> (kind, status)
 ERRORS: dict[str, tuple[str, int]] = {
-    **EXCEPTIONS,  # the exceptions a stream carries too (gateway/eventstream.py): one table of Bedrock's names
+    **EXCEPTIONS,  # the exceptions a stream carries too (gateway/framing/eventstream.py): one table of Bedrock's names
     # only an HTTP answer carries these: the request's signature or credentials were refused
     "unrecognizedclientexception": ("permission", 403),
     "invalidsignatureexception": ("permission", 403),
@@ -66,11 +66,15 @@ class Bedrock(CloudPlatform):
 
     def check(self, s: ProviderSettings) -> None:
         if importlib.util.find_spec("botocore") is None:
-            raise ConfigError(f"provider {s.name!r}: platform 'bedrock' needs botocore: pip install 'llm-gateway[bedrock]'")
+            raise ConfigError(
+                f"provider {s.name!r}: platform 'bedrock' needs botocore: pip install 'llm-gateway[bedrock]'"
+            )
         if not s.region and not s.endpoint_url:
             raise ConfigError(f"provider {s.name!r}: platform 'bedrock' needs region (or endpoint_url)")
         if not uses_api_key(s) and region_of(s) is None:
-            raise ConfigError(f"provider {s.name!r}: platform 'bedrock' needs region to sign requests (SigV4) with endpoint_url {s.endpoint_url!r}")
+            raise ConfigError(
+                f"provider {s.name!r}: platform 'bedrock' needs region to sign requests (SigV4) with endpoint_url {s.endpoint_url!r}"
+            )
         self.check_dialect(s)
 
     def base_url(self, s: ProviderSettings) -> str:
@@ -108,7 +112,11 @@ class Bedrock(CloudPlatform):
         if not etype and not isinstance(message, str):
             return None  # not Bedrock's shape: the codec decodes it
         kind, code = ERRORS.get(etype.lower(), (kind_for_status(status), status))
-        text = message if isinstance(message, str) and message else body[:2000].decode("utf-8", "replace") or f"HTTP {status}"
+        text = (
+            message
+            if isinstance(message, str) and message
+            else body[:2000].decode("utf-8", "replace") or f"HTTP {status}"
+        )
         return GatewayError(kind, f"Bedrock {etype or status}: {text}", code, raw=etype or None, origin="bedrock")
 
     def credential_source(self, s: ProviderSettings) -> str:
@@ -120,7 +128,11 @@ class Bedrock(CloudPlatform):
         if region is None or importlib.util.find_spec("botocore") is None:
             return "AWS SigV4 (not usable: see the error above)"
         method = SigV4(region, s.name).method()
-        return f"AWS SigV4 in {region}, credentials: {method}" if method else f"AWS SigV4 in {region}: NO AWS credentials found"
+        return (
+            f"AWS SigV4 in {region}, credentials: {method}"
+            if method
+            else f"AWS SigV4 in {region}: NO AWS credentials found"
+        )
 
 
 PLATFORM = Bedrock()

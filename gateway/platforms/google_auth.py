@@ -41,7 +41,9 @@ class GoogleTokens:
         if path and self._token_url:
             info = _read_json(path)
             if info.get("type") == "service_account" and not info.get("token_uri"):
-                return service_account.Credentials.from_service_account_info({**info, "token_uri": self._token_url}, scopes=[SCOPE])
+                return service_account.Credentials.from_service_account_info(
+                    {**info, "token_uri": self._token_url}, scopes=[SCOPE]
+                )
         credentials, _project = google.auth.default(scopes=[SCOPE])
         return credentials
 
@@ -56,10 +58,16 @@ class GoogleTokens:
                 self._credentials = self._load()
             self._credentials.refresh(Request())
         except (google.auth.exceptions.GoogleAuthError, OSError, ValueError) as exc:
-            raise GatewayError("bad_gateway", f"provider {self._provider}: no Google access token ({type(exc).__name__}: {_first_line(exc)})", 502) from None
+            raise GatewayError(
+                "bad_gateway",
+                f"provider {self._provider}: no Google access token ({type(exc).__name__}: {_first_line(exc)})",
+                502,
+            ) from None
         token = self._credentials.token
         if not isinstance(token, str) or not token:
-            raise GatewayError("bad_gateway", f"provider {self._provider}: the Google credentials gave no access token", 502)
+            raise GatewayError(
+                "bad_gateway", f"provider {self._provider}: the Google credentials gave no access token", 502
+            )
         expiry = self._credentials.expiry  # naive UTC (google-auth), or None: assume an hour
         expires_at = expiry.replace(tzinfo=UTC).timestamp() if expiry is not None else _now() + 3600
         return token, expires_at
@@ -83,8 +91,12 @@ def credential_source() -> str:
             kind = str(_read_json(path).get("type") or "unknown type")
         except (OSError, ValueError):
             return f"$GOOGLE_APPLICATION_CREDENTIALS {path} (NOT READABLE)"
-        label = {"service_account": "service account key", "external_account": "workload identity federation",
-                 "authorized_user": "user credentials", "impersonated_service_account": "service account impersonation"}.get(kind, kind)
+        label = {
+            "service_account": "service account key",
+            "external_account": "workload identity federation",
+            "authorized_user": "user credentials",
+            "impersonated_service_account": "service account impersonation",
+        }.get(kind, kind)
         return f"{label} file $GOOGLE_APPLICATION_CREDENTIALS ({path})"
     gcloud = _GCLOUD_ADC.expanduser()
     if gcloud.exists():

@@ -26,10 +26,10 @@ import orjson
 
 from gateway.dialects.gemini import errors as google_errors
 from gateway.errors import GatewayError
-from gateway.framing import Framer, SSEFrame
+from gateway.framing.base import Framer, SSEFrame
+from gateway.framing.sse import SSEDecoder
 from gateway.platforms.base import CloudPlatform, ConfigError
 from gateway.settings import ProviderSettings
-from gateway.sse import SSEDecoder
 
 VERTEX_ONLY_EVENTS = frozenset({"vertex_event"})
 
@@ -70,7 +70,9 @@ class Vertex(CloudPlatform):
         self.check_dialect(s)
         missing = [what for what, value in (("project", s.project), ("location", s.location)) if not value]
         if missing:
-            raise ConfigError(f"provider {s.name!r}: platform 'vertex' needs {' and '.join(missing)} (e.g. project = \"my-project\", location = \"us-central1\")")
+            raise ConfigError(
+                f'provider {s.name!r}: platform \'vertex\' needs {" and ".join(missing)} (e.g. project = "my-project", location = "us-central1")'
+            )
         super().check(s)
 
     def base_url(self, s: ProviderSettings) -> str:

@@ -154,7 +154,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def follow(
-        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 8.0,
+        self,
+        stream_id: str,
+        after: int | None,
+        *,
+        poll: float = 0.05,
+        dead_after: float = 8.0,
         owner_alive: Callable[[], bool] | None = None,
     ) -> AsyncIterator[tuple[int, bytes]]:
         """Yield the events after ``after``, then the live tail, each exactly once; return when
@@ -248,4 +253,3 @@ class Store(abc.ABC):
         if state is None:
             state = self.__dict__["_shared_state"] = LocalShared()
         return state
-

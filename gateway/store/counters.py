@@ -89,10 +89,19 @@ class Settlement:
     counted: bool  # reached an upstream: counted in the spend buckets
     record: dict[str, Any] = field(default_factory=dict)  # the request record for /admin/requests
     period: str = ""  # the budget period to add the cost to (when the key has a budget)
-    logged: bool = True  # kept in the request records (False: a route target's hold, gateway/routing.py)
+    logged: bool = True  # kept in the request records (False: a route target's hold, gateway/routing/targets.py)
 
 
-SPEND_FIELDS = ("requests", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_nano", "unpriced_requests")
+SPEND_FIELDS = (
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cost_nano",
+    "unpriced_requests",
+)
 
 
 def settlement_values(s: Settlement) -> tuple[int, ...]:
@@ -125,7 +134,9 @@ def _window(limit: int, prev: int, cur: int, elapsed: float, need: int) -> tuple
     return False, max(e2 - elapsed, 0.001), remaining
 
 
-def decide(ask: Ask, live: int, rpm_prev: int, rpm_cur: int, tpm_prev: int, tpm_cur: int, spent: int, held: int) -> Verdict:
+def decide(
+    ask: Ask, live: int, rpm_prev: int, rpm_cur: int, tpm_prev: int, tpm_cur: int, spent: int, held: int
+) -> Verdict:
     """The one admission rule; the Redis script implements the same arithmetic in Lua."""
     minute = minute_of(ask.now)
     elapsed = ask.now - minute * WINDOW

@@ -30,7 +30,9 @@ class MemoryCounters:
         return st
 
     def reserve(self, ask: Ask) -> Verdict:
-        return key_state.reserve(self._state(ask.key), ask, self.spent.get((ask.key, ask.period), 0) if ask.period else 0)
+        return key_state.reserve(
+            self._state(ask.key), ask, self.spent.get((ask.key, ask.period), 0) if ask.period else 0
+        )
 
     def settle(self, items: list[Settlement]) -> list[int]:
         out = []
@@ -41,7 +43,9 @@ class MemoryCounters:
             if s.period:
                 spent = self.spent[(s.key, s.period)] = self.spent.get((s.key, s.period), 0) + s.cost_nano
             if s.counted:
-                acc = self.spend.setdefault((hour_of(s.now), s.key, s.model, s.provider, s.route), [0] * len(SPEND_FIELDS))
+                acc = self.spend.setdefault(
+                    (hour_of(s.now), s.key, s.model, s.provider, s.route), [0] * len(SPEND_FIELDS)
+                )
                 for i, value in enumerate(settlement_values(s)):
                     acc[i] += value
             if s.logged:
@@ -53,7 +57,11 @@ class MemoryCounters:
         return self.spent.get((key, period), 0), self._state(key)["h"].get(period, 0)
 
     def spend_buckets(self, start_hour: int, end_hour: int, key: str | None) -> list[tuple[Any, ...]]:
-        return [(*dims, *values) for dims, values in self.spend.items() if start_hour <= dims[0] < end_hour and (key is None or dims[1] == key)]
+        return [
+            (*dims, *values)
+            for dims, values in self.spend.items()
+            if start_hour <= dims[0] < end_hour and (key is None or dims[1] == key)
+        ]
 
     def recent_requests(self, key: str | None, limit: int) -> list[dict[str, Any]]:
         out = []

@@ -151,7 +151,9 @@ class RedisStore(RedisCounters, Store):
     async def append(self, stream_id: str, data: bytes, *, expect: int | None = None) -> int:
         log, meta = self._log_keys(stream_id)
         try:
-            return int(await self._append(keys=[log, meta], args=[data, self._ttl_ms, "" if expect is None else expect]))
+            return int(
+                await self._append(keys=[log, meta], args=[data, self._ttl_ms, "" if expect is None else expect])
+            )
         except ResponseError as exc:
             if "LOGCLOSED" in str(exc):
                 raise LogClosed(f"log {stream_id!r}: {exc}") from None
@@ -175,7 +177,12 @@ class RedisStore(RedisCounters, Store):
             start = f"0-{_seq(entries[-1][0]) + 2}"
 
     async def follow(
-        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 8.0,
+        self,
+        stream_id: str,
+        after: int | None,
+        *,
+        poll: float = 0.05,
+        dead_after: float = 8.0,
         owner_alive: Callable[[], bool] | None = None,
     ) -> AsyncIterator[tuple[int, bytes]]:
         log, _ = self._log_keys(stream_id)

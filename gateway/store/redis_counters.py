@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from gateway.store.counters import SPEND_FIELDS, WINDOW, Ask, Hold, Settlement, Verdict, hour_of, minute_of, settlement_values
+from gateway.store.counters import (
+    SPEND_FIELDS,
+    WINDOW,
+    Ask,
+    Hold,
+    Settlement,
+    Verdict,
+    hour_of,
+    minute_of,
+    settlement_values,
+)
 
 if TYPE_CHECKING:
     from redis import asyncio as aioredis
@@ -49,7 +59,9 @@ local function release(prefix, leases, data, lease)
 end
 """
 
-_RESERVE = _RELEASE + """
+_RESERVE = (
+    _RELEASE
+    + """
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2]); local lease = ARGV[3]; local lease_exp = tonumber(ARGV[4])
 local tokens = tonumber(ARGV[5]); local cost = tonumber(ARGV[6]); local period = ARGV[7]
@@ -121,8 +133,11 @@ if req_rem > 0 then req_rem = req_rem - 1 end
 if tok_rem >= 0 then tok_rem = tok_rem - tokens; if tok_rem < 0 then tok_rem = 0 end end
 return {1, '', 0, req_rem, tok_rem, int(spent), int(held + cost), 0}
 """
+)
 
-_SETTLE = _RELEASE + """
+_SETTLE = (
+    _RELEASE
+    + """
 local prefix, lease, total, cost, period = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local counted, dims, record, kept, key, hour = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10], tonumber(ARGV[11])
 if lease ~= '' then
@@ -147,6 +162,7 @@ if record ~= '' then
 end
 return spent
 """.replace("%FIELDS%", ", ".join(f"'{f}'" for f in SPEND_FIELDS))
+)
 
 
 def _num(value: Any) -> int:
@@ -172,22 +188,50 @@ class RedisCounters:
     async def reserve(self, ask: Ask) -> Verdict:
         p = self._rl(ask.key)
         minute = minute_of(ask.now)
-        keys = [p + "leases", p + "lease", f"{p}r:{minute - 1}", f"{p}r:{minute}", f"{p}t:{minute - 1}", f"{p}t:{minute}", f"{p}b:{ask.period}"]
+        keys = [
+            p + "leases",
+            p + "lease",
+            f"{p}r:{minute - 1}",
+            f"{p}r:{minute}",
+            f"{p}t:{minute - 1}",
+            f"{p}t:{minute}",
+            f"{p}b:{ask.period}",
+        ]
 
         def opt(value: int | None) -> int:
             return -1 if value is None else value
 
-        row = await self._reserve_script(keys=keys, args=[
-            p, repr(ask.now), ask.lease, repr(ask.now + ask.lease_seconds), ask.tokens, ask.cost_nano, ask.period,
-            -1 if ask.period_end is None else repr(ask.period_end), opt(ask.rpm), opt(ask.tpm), opt(ask.max_parallel),
-            opt(ask.budget_nano), minute, repr(WINDOW),
-        ])
+        row = await self._reserve_script(
+            keys=keys,
+            args=[
+                p,
+                repr(ask.now),
+                ask.lease,
+                repr(ask.now + ask.lease_seconds),
+                ask.tokens,
+                ask.cost_nano,
+                ask.period,
+                -1 if ask.period_end is None else repr(ask.period_end),
+                opt(ask.rpm),
+                opt(ask.tpm),
+                opt(ask.max_parallel),
+                opt(ask.budget_nano),
+                minute,
+                repr(WINDOW),
+            ],
+        )
         ok, reason, wait_ms, req_rem, tok_rem, spent, held, too_large = row
         reason = reason.decode() if isinstance(reason, bytes) else reason
         v = Verdict(
-            ok=bool(ok), reason=reason or None, retry_after=None if int(wait_ms) < 0 else int(wait_ms) / 1000,
-            requests_remaining=None if int(req_rem) < 0 else int(req_rem), tokens_remaining=None if int(tok_rem) < 0 else int(tok_rem),
-            reset_at=(minute + 1) * WINDOW, spent_nano=_num(spent), held_nano=_num(held), too_large=bool(too_large),
+            ok=bool(ok),
+            reason=reason or None,
+            retry_after=None if int(wait_ms) < 0 else int(wait_ms) / 1000,
+            requests_remaining=None if int(req_rem) < 0 else int(req_rem),
+            tokens_remaining=None if int(tok_rem) < 0 else int(tok_rem),
+            reset_at=(minute + 1) * WINDOW,
+            spent_nano=_num(spent),
+            held_nano=_num(held),
+            too_large=bool(too_large),
         )
         if v.ok:
             v.retry_after = None
@@ -198,10 +242,30 @@ class RedisCounters:
         p = self._rl(s.key)
         hour = hour_of(s.now)
         dims = SEP.join((s.key, s.model, s.provider, s.route)) + SEP
-        keys = [p + "leases", p + "lease", f"{p}b:{s.period}", f"{p}t:{minute_of(s.now)}", f"{self._prefix}spend:{hour}",
-                self._prefix + "requests", f"{self._prefix}requests:{{{s.key}}}", self._prefix + "spend:hours"]
-        args = [p, s.hold.lease if s.hold is not None else "", s.input + s.output, s.cost_nano, s.period,
-                "1" if s.counted else "0", dims, orjson.dumps(s.record) if s.logged else "", self.requests_kept, s.key, hour, *settlement_values(s)]
+        keys = [
+            p + "leases",
+            p + "lease",
+            f"{p}b:{s.period}",
+            f"{p}t:{minute_of(s.now)}",
+            f"{self._prefix}spend:{hour}",
+            self._prefix + "requests",
+            f"{self._prefix}requests:{{{s.key}}}",
+            self._prefix + "spend:hours",
+        ]
+        args = [
+            p,
+            s.hold.lease if s.hold is not None else "",
+            s.input + s.output,
+            s.cost_nano,
+            s.period,
+            "1" if s.counted else "0",
+            dims,
+            orjson.dumps(s.record) if s.logged else "",
+            self.requests_kept,
+            s.key,
+            hour,
+            *settlement_values(s),
+        ]
         return keys, args
 
     async def settle(self, items: list[Settlement]) -> list[int]:
@@ -234,7 +298,9 @@ class RedisCounters:
                 k, model, provider, route, measure = raw.decode().split(SEP)
                 if key is not None and k != key:
                     continue
-                rows.setdefault((hour, k, model, provider, route), [0] * len(SPEND_FIELDS))[index[measure]] += _num(value)
+                rows.setdefault((hour, k, model, provider, route), [0] * len(SPEND_FIELDS))[index[measure]] += _num(
+                    value
+                )
         return [(*dims, *values) for dims, values in rows.items()]
 
     async def recent_requests(self, key: str | None, limit: int) -> list[dict[str, Any]]:

@@ -60,14 +60,20 @@ class RedisShared(SharedState):
         self._cooling = client.register_script(_COOLING)
         self._snapshot = client.register_script(_SNAPSHOT)
 
-    async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
+    async def snapshot(
+        self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float
+    ) -> tuple[list[float], list[int], str | None]:
         p = self._p
         keys = [p + "cool:" + k for k in cool_keys] + [p + "n:" + k for k in count_keys]
         if pin_key is not None:
             keys.append(p + "pin:" + pin_key)
         args = [len(cool_keys), len(count_keys), max(1, int(pin_ttl * 1000)) if pin_key is not None else ""]
         left, counts, pinned = await self._snapshot(keys=keys, args=args)
-        return [max(0, int(ms)) / 1000 for ms in left], [int(n) for n in counts], None if pinned is None else pinned.decode()
+        return (
+            [max(0, int(ms)) / 1000 for ms in left],
+            [int(n) for n in counts],
+            None if pinned is None else pinned.decode(),
+        )
 
     async def cool(self, key: str, seconds: float) -> float:
         return int(await self._cool(keys=[self._p + "cool:" + key], args=[max(1, int(seconds * 1000))])) / 1000

@@ -1,7 +1,7 @@
 """Routing state shared by the replicas: cooldowns, in-flight counters and pins, each with its own TTL.
 
 (A route target's rpm/tpm is not here: it is held on the key limits' own sliding-window counters,
-``Store.reserve`` / ``Store.settle``, see gateway/routing.py.)
+``Store.reserve`` / ``Store.settle``, see gateway/routing/targets.py.)
 
 Why a separate, tiny interface (``Store.shared()``) instead of more rows in the store's tables:
 routing reads it on every request, so it must cost microseconds in-process and one round trip on
@@ -47,7 +47,9 @@ class SharedState(abc.ABC):
         """The pinned value (its TTL refreshed to ``ttl``), or None."""
 
     @abc.abstractmethod
-    async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
+    async def snapshot(
+        self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float
+    ) -> tuple[list[float], list[int], str | None]:
         """``cooling``, each counter's value (0 when absent) and ``pinned``, at once: what routing
         reads before each request (Redis answers it in one round trip)."""
 
@@ -82,7 +84,9 @@ class LocalShared(SharedState):
             self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
         return value
 
-    async def snapshot(self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float) -> tuple[list[float], list[int], str | None]:
+    async def snapshot(
+        self, cool_keys: Sequence[str], count_keys: Sequence[str], pin_key: str | None, pin_ttl: float
+    ) -> tuple[list[float], list[int], str | None]:
         left = await self.cooling(cool_keys)
         now = time.monotonic()
         counts = []

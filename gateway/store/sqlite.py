@@ -61,7 +61,7 @@ def sqlite_path(url: str) -> str:
     ``sqlite://:memory:`` (or ``sqlite:///:memory:``) → ``:memory:``."""
     if not url.lower().startswith("sqlite://"):
         raise ValueError(f"not a sqlite url: {url!r}")
-    rest = url[len("sqlite://"):]
+    rest = url[len("sqlite://") :]
     if rest in (":memory:", "/:memory:"):
         return ":memory:"
     if not rest.startswith("/") or len(rest) < 2:
@@ -296,7 +296,12 @@ class SQLiteStore(SQLiteCounters, Store):
         return rows
 
     async def follow(
-        self, stream_id: str, after: int | None, *, poll: float = 0.05, dead_after: float = 8.0,
+        self,
+        stream_id: str,
+        after: int | None,
+        *,
+        poll: float = 0.05,
+        dead_after: float = 8.0,
         owner_alive: Callable[[], bool] | None = None,
     ) -> AsyncIterator[tuple[int, bytes]]:
         last = -1 if after is None else after
@@ -317,7 +322,9 @@ class SQLiteStore(SQLiteCounters, Store):
                     continue
                 if finished:
                     return
-                if not rows and liveness.gone(beat, time.time() - (idle_since if beat is None else max(beat, idle_since))):
+                if not rows and liveness.gone(
+                    beat, time.time() - (idle_since if beat is None else max(beat, idle_since))
+                ):
                     raise OwnerGone(f"stream {stream_id!r}: no heartbeat for over {dead_after:g}s")
                 try:
                     await asyncio.wait_for(wake.wait(), poll)
@@ -357,13 +364,16 @@ class SQLiteStore(SQLiteCounters, Store):
 
     async def request_cancel(self, stream_id: str) -> bool:
         n = await self._run(
-            self._exec, "UPDATE logs SET cancel = 1 WHERE id = ? AND finished = 0 AND expires_at > ?",
+            self._exec,
+            "UPDATE logs SET cancel = 1 WHERE id = ? AND finished = 0 AND expires_at > ?",
             (stream_id, time.time()),
         )
         return n > 0
 
     async def cancel_requested(self, stream_id: str) -> bool:
-        flag = await self._run(self._one, "SELECT cancel FROM logs WHERE id = ? AND expires_at > ?", (stream_id, time.time()))
+        flag = await self._run(
+            self._one, "SELECT cancel FROM logs WHERE id = ? AND expires_at > ?", (stream_id, time.time())
+        )
         return bool(flag)
 
     async def expire(self) -> int:

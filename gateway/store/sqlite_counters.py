@@ -49,9 +49,7 @@ _UPSERT_SPEND = (
     "cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, "
     "cost_nano = cost_nano + excluded.cost_nano, unpriced_requests = unpriced_requests + excluded.unpriced_requests"
 )
-_ADD_BUDGET = (
-    "INSERT INTO budgets (key, period, spent) VALUES (?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET spent = spent + excluded.spent"
-)
+_ADD_BUDGET = "INSERT INTO budgets (key, period, spent) VALUES (?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET spent = spent + excluded.spent"
 
 
 def _load(db: sqlite3.Connection, key: str) -> key_state.State:
@@ -114,7 +112,9 @@ class SQLiteCounters:
         def run(db: sqlite3.Connection) -> Verdict:
             spent = 0
             if ask.period:
-                row = db.execute("SELECT spent FROM budgets WHERE key = ? AND period = ?", (ask.key, ask.period)).fetchone()
+                row = db.execute(
+                    "SELECT spent FROM budgets WHERE key = ? AND period = ?", (ask.key, ask.period)
+                ).fetchone()
                 spent = row[0] if row else 0
             st = _load(db, ask.key)
             expired = any(held[0] <= ask.now for held in st["l"].values())
@@ -140,15 +140,24 @@ class SQLiteCounters:
                 if s.period:
                     spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano)).fetchone()[0]
                 if s.counted:
-                    db.execute(_UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s)))
+                    db.execute(
+                        _UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s))
+                    )
                 if s.logged:
-                    seq = db.execute("INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))).lastrowid or 0
+                    seq = (
+                        db.execute(
+                            "INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))
+                        ).lastrowid
+                        or 0
+                    )
                     trim = trim or seq % 100 == 0
                 out.append(spent)
             for key, st in states.items():
                 _save(db, key, st)
             if trim:  # now and then, not on every write
-                db.execute("DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,))
+                db.execute(
+                    "DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,)
+                )
             return out
 
         return self._tx(run) if db is None else _inline_tx(db, run)
@@ -214,7 +223,9 @@ class SQLiteCounters:
             if key is None:
                 rows = db.execute("SELECT body FROM request_log ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
             else:
-                rows = db.execute("SELECT body FROM request_log WHERE key = ? ORDER BY seq DESC LIMIT ?", (key, limit)).fetchall()
+                rows = db.execute(
+                    "SELECT body FROM request_log WHERE key = ? ORDER BY seq DESC LIMIT ?", (key, limit)
+                ).fetchall()
             return [orjson.loads(r[0]) for r in rows]
 
         return await self._run(self._tx, run, False)

@@ -66,7 +66,11 @@ ANTHROPIC_SIGNATURE = base64.b64encode(b"fake-anthropic-thinking-signature-0001"
 RESPONSES_ENCRYPTED = "gAAAAAB" + base64.urlsafe_b64encode(b"fake-openai-encrypted-reasoning-0001").decode().rstrip("=")
 GEMINI_SIGNATURE = base64.b64encode(b"fake-gemini-thought-signature-0001").decode()
 
-TOOL_CALL_ID = {"anthropic": "toolu_01FakeRead0000000000001", "openai-chat": "call_fakeread0001", "openai-responses": "call_fakeread0001"}
+TOOL_CALL_ID = {
+    "anthropic": "toolu_01FakeRead0000000000001",
+    "openai-chat": "call_fakeread0001",
+    "openai-responses": "call_fakeread0001",
+}
 RESPONSES_FC_ID = "fc_fakeread0001"
 RESPONSES_RS_ID = "rs_fakereason0001"
 
@@ -210,7 +214,12 @@ def tools_offered(dialect: str, body: dict[str, Any]) -> list[tuple[str, dict[st
             elif t.get("type") == "namespace":
                 for sub in t.get("tools") or []:
                     if sub.get("name"):
-                        out.append((f"{t.get('name')}.{sub['name']}" if t.get("name") else sub["name"], props(sub.get("parameters"))))
+                        out.append(
+                            (
+                                f"{t.get('name')}.{sub['name']}" if t.get("name") else sub["name"],
+                                props(sub.get("parameters")),
+                            )
+                        )
             elif t.get("name"):
                 out.append((t["name"], {}))
         elif dialect == "gemini":
@@ -265,28 +274,112 @@ def _sse(event: str | None, data: Any) -> bytes:
 def anthropic_stream(model: str, reply: Reply) -> list[bytes]:
     msg_id = f"msg_fake{int(time.time() * 1000) % 10**10:010d}"
     frames = [
-        _sse("message_start", {"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 50, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 50,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                        "output_tokens": 1,
+                    },
+                },
+            },
+        ),
         _sse("ping", {"type": "ping"}),
     ]
     for i, part in enumerate(reply.parts):
         if part["type"] == "thinking":
-            frames.append(_sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
+            frames.append(
+                _sse(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                    },
+                )
+            )
             text = part["text"]
             for chunk in (text[: len(text) // 2], text[len(text) // 2 :]):
-                frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": chunk}}))
-            frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "signature_delta", "signature": part["signature"]}}))
+                frames.append(
+                    _sse(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "thinking_delta", "thinking": chunk},
+                        },
+                    )
+                )
+            frames.append(
+                _sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "signature_delta", "signature": part["signature"]},
+                    },
+                )
+            )
         elif part["type"] == "text":
-            frames.append(_sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}))
+            frames.append(
+                _sse(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                )
+            )
             text = part["text"]
             for chunk in (text[: len(text) // 2], text[len(text) // 2 :]):
-                frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": chunk}}))
+                frames.append(
+                    _sse(
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": chunk}},
+                    )
+                )
         else:
-            frames.append(_sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": part["id"], "name": part["name"], "input": {}}}))
+            frames.append(
+                _sse(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "tool_use", "id": part["id"], "name": part["name"], "input": {}},
+                    },
+                )
+            )
             args = orjson.dumps(part["args"]).decode()
             for chunk in (args[:5], args[5:]):
-                frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": chunk}}))
+                frames.append(
+                    _sse(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": chunk},
+                        },
+                    )
+                )
         frames.append(_sse("content_block_stop", {"type": "content_block_stop", "index": i}))
-    frames.append(_sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use" if reply.stop == "tool" else "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 20}}))
+    frames.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use" if reply.stop == "tool" else "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            },
+        )
+    )
     frames.append(_sse("message_stop", {"type": "message_stop"}))
     return frames
 
@@ -300,33 +393,76 @@ def anthropic_whole(model: str, reply: Reply) -> dict[str, Any]:
             content.append({"type": "text", "text": part["text"]})
         else:
             content.append({"type": "tool_use", "id": part["id"], "name": part["name"], "input": part["args"]})
-    return {"id": "msg_fakewhole", "type": "message", "role": "assistant", "model": model, "content": content, "stop_reason": "tool_use" if reply.stop == "tool" else "end_turn", "stop_sequence": None, "usage": {"input_tokens": 50, "output_tokens": 20}}
+    return {
+        "id": "msg_fakewhole",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.stop == "tool" else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 50, "output_tokens": 20},
+    }
 
 
 def chat_stream(model: str, reply: Reply, include_usage: bool) -> list[bytes]:
-    base = {"id": "chatcmpl-fake0001", "object": "chat.completion.chunk", "created": int(time.time()), "model": model, "system_fingerprint": "fp_fake"}
+    base = {
+        "id": "chatcmpl-fake0001",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_fake",
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return b"data: " + orjson.dumps({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}) + b"\n\n"
+        return (
+            b"data: "
+            + orjson.dumps(
+                {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            )
+            + b"\n\n"
+        )
 
     frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
     tool_index = 0
     for part in reply.parts:
         if part["type"] == "thinking":
             text = part["text"]
-            frames += [chunk({"reasoning_content": text[: len(text) // 2]}), chunk({"reasoning_content": text[len(text) // 2 :]})]
+            frames += [
+                chunk({"reasoning_content": text[: len(text) // 2]}),
+                chunk({"reasoning_content": text[len(text) // 2 :]}),
+            ]
         elif part["type"] == "text":
             text = part["text"]
             frames += [chunk({"content": text[: len(text) // 2]}), chunk({"content": text[len(text) // 2 :]})]
         else:
             args = orjson.dumps(part["args"]).decode()
-            frames.append(chunk({"tool_calls": [{"index": tool_index, "id": part["id"], "type": "function", "function": {"name": part["name"], "arguments": ""}}]}))
+            frames.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": tool_index,
+                                "id": part["id"],
+                                "type": "function",
+                                "function": {"name": part["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
             for piece in (args[:5], args[5:]):
                 frames.append(chunk({"tool_calls": [{"index": tool_index, "function": {"arguments": piece}}]}))
             tool_index += 1
     frames.append(chunk({}, "tool_calls" if reply.stop == "tool" else "stop"))
     if include_usage:
-        frames.append(b"data: " + orjson.dumps({**base, "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}) + b"\n\n")
+        frames.append(
+            b"data: "
+            + orjson.dumps(
+                {**base, "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}
+            )
+            + b"\n\n"
+        )
     frames.append(b"data: [DONE]\n\n")
     return frames
 
@@ -339,29 +475,107 @@ def chat_whole(model: str, reply: Reply) -> dict[str, Any]:
     thinking = [p["text"] for p in reply.parts if p["type"] == "thinking"]
     if thinking:
         message["reasoning_content"] = "".join(thinking)
-    calls = [{"id": p["id"], "type": "function", "function": {"name": p["name"], "arguments": orjson.dumps(p["args"]).decode()}} for p in reply.parts if p["type"] == "tool"]
+    calls = [
+        {
+            "id": p["id"],
+            "type": "function",
+            "function": {"name": p["name"], "arguments": orjson.dumps(p["args"]).decode()},
+        }
+        for p in reply.parts
+        if p["type"] == "tool"
+    ]
     if calls:
         message["tool_calls"] = calls
-    return {"id": "chatcmpl-fakewhole", "object": "chat.completion", "created": int(time.time()), "model": model, "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if reply.stop == "tool" else "stop"}], "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}
+    return {
+        "id": "chatcmpl-fakewhole",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if reply.stop == "tool" else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
+    }
 
 
 def _responses_items(reply: Reply) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for n, part in enumerate(reply.parts):
         if part["type"] == "thinking":
-            items.append({"id": RESPONSES_RS_ID, "type": "reasoning", "summary": [{"type": "summary_text", "text": part["text"]}], "encrypted_content": part["signature"]})
+            items.append(
+                {
+                    "id": RESPONSES_RS_ID,
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": part["text"]}],
+                    "encrypted_content": part["signature"],
+                }
+            )
         elif part["type"] == "text":
-            items.append({"id": f"msg_fake{n:04d}", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": part["text"], "annotations": [], "logprobs": []}]})
+            items.append(
+                {
+                    "id": f"msg_fake{n:04d}",
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": part["text"], "annotations": [], "logprobs": []}],
+                }
+            )
         else:
-            items.append({"id": RESPONSES_FC_ID, "type": "function_call", "status": "completed", "arguments": orjson.dumps(part["args"]).decode(), "call_id": part["id"], "name": part["name"]})
+            items.append(
+                {
+                    "id": RESPONSES_FC_ID,
+                    "type": "function_call",
+                    "status": "completed",
+                    "arguments": orjson.dumps(part["args"]).decode(),
+                    "call_id": part["id"],
+                    "name": part["name"],
+                }
+            )
     return items
 
 
-def _responses_envelope(model: str, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
-    return {"id": "resp_fake0001", "object": "response", "created_at": int(time.time()), "status": status, "background": False, "error": None, "incomplete_details": None, "instructions": None, "max_output_tokens": None, "model": model, "output": output, "parallel_tool_calls": True, "previous_response_id": None, "reasoning": {"effort": "medium", "summary": "auto"}, "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled", "usage": usage, "metadata": {}}
+def _responses_envelope(
+    model: str, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "id": "resp_fake0001",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "store": False,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": usage,
+        "metadata": {},
+    }
 
 
-RESPONSES_USAGE = {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 70}
+RESPONSES_USAGE = {
+    "input_tokens": 50,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 20,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 70,
+}
 
 
 def responses_stream(model: str, reply: Reply) -> list[bytes]:
@@ -381,22 +595,51 @@ def responses_stream(model: str, reply: Reply) -> list[bytes]:
         if item["type"] == "reasoning":
             text = item["summary"][0]["text"]
             emit("response.output_item.added", output_index=idx, item={"id": iid, "type": "reasoning", "summary": []})
-            emit("response.reasoning_summary_part.added", item_id=iid, output_index=idx, summary_index=0, part={"type": "summary_text", "text": ""})
+            emit(
+                "response.reasoning_summary_part.added",
+                item_id=iid,
+                output_index=idx,
+                summary_index=0,
+                part={"type": "summary_text", "text": ""},
+            )
             for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
-                emit("response.reasoning_summary_text.delta", item_id=iid, output_index=idx, summary_index=0, delta=piece)
+                emit(
+                    "response.reasoning_summary_text.delta", item_id=iid, output_index=idx, summary_index=0, delta=piece
+                )
             emit("response.reasoning_summary_text.done", item_id=iid, output_index=idx, summary_index=0, text=text)
-            emit("response.reasoning_summary_part.done", item_id=iid, output_index=idx, summary_index=0, part={"type": "summary_text", "text": text})
+            emit(
+                "response.reasoning_summary_part.done",
+                item_id=iid,
+                output_index=idx,
+                summary_index=0,
+                part={"type": "summary_text", "text": text},
+            )
         elif item["type"] == "message":
             text = item["content"][0]["text"]
             emit("response.output_item.added", output_index=idx, item={**item, "status": "in_progress", "content": []})
-            emit("response.content_part.added", item_id=iid, output_index=idx, content_index=0, part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})
+            emit(
+                "response.content_part.added",
+                item_id=iid,
+                output_index=idx,
+                content_index=0,
+                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+            )
             for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
-                emit("response.output_text.delta", item_id=iid, output_index=idx, content_index=0, delta=piece, logprobs=[])
+                emit(
+                    "response.output_text.delta",
+                    item_id=iid,
+                    output_index=idx,
+                    content_index=0,
+                    delta=piece,
+                    logprobs=[],
+                )
             emit("response.output_text.done", item_id=iid, output_index=idx, content_index=0, text=text, logprobs=[])
             emit("response.content_part.done", item_id=iid, output_index=idx, content_index=0, part=item["content"][0])
         else:
             args = item["arguments"]
-            emit("response.output_item.added", output_index=idx, item={**item, "status": "in_progress", "arguments": ""})
+            emit(
+                "response.output_item.added", output_index=idx, item={**item, "status": "in_progress", "arguments": ""}
+            )
             for piece in (args[:5], args[5:]):
                 emit("response.function_call_arguments.delta", item_id=iid, output_index=idx, delta=piece)
             emit("response.function_call_arguments.done", item_id=iid, output_index=idx, arguments=args)
@@ -441,14 +684,24 @@ def gemini_stream(model: str, reply: Reply) -> list[bytes]:
         cand: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
         if n == len(chunks) - 1:
             cand["finishReason"] = "STOP"
-        body = {"candidates": [cand], "usageMetadata": GEMINI_USAGE, "modelVersion": model, "responseId": "fakeGeminiResp0001"}
+        body = {
+            "candidates": [cand],
+            "usageMetadata": GEMINI_USAGE,
+            "modelVersion": model,
+            "responseId": "fakeGeminiResp0001",
+        }
         frames.append(b"data: " + orjson.dumps(body) + b"\r\n\r\n")
     return frames
 
 
 def gemini_whole(model: str, reply: Reply) -> dict[str, Any]:
     parts = [p for chunk in _gemini_parts(reply) for p in chunk]
-    return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}], "usageMetadata": GEMINI_USAGE, "modelVersion": model, "responseId": "fakeGeminiResp0001"}
+    return {
+        "candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": GEMINI_USAGE,
+        "modelVersion": model,
+        "responseId": "fakeGeminiResp0001",
+    }
 
 
 def cut_terminator(dialect: str, frames: list[bytes]) -> list[bytes]:
@@ -472,7 +725,11 @@ def cut_terminator(dialect: str, frames: list[bytes]) -> list[bytes]:
 
 
 def anthropic_error(message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_fake0001"}
+    return {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message},
+        "request_id": "req_fake0001",
+    }
 
 
 def openai_error(message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -509,7 +766,11 @@ def check_signature(dialect: str, body: dict[str, Any]) -> tuple[str | None, str
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
             c = m.get("content")
-            if m.get("role") == "assistant" and isinstance(c, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in c):
+            if (
+                m.get("role") == "assistant"
+                and isinstance(c, list)
+                and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in c)
+            ):
                 first = c[0] if c else {}
                 if first.get("type") not in ("thinking", "redacted_thinking"):
                     if not thinking_enabled(dialect, body):
@@ -526,10 +787,16 @@ def check_signature(dialect: str, body: dict[str, Any]) -> tuple[str | None, str
         calls = [it for it in items if it.get("type") == "function_call"]
         if not reasoning:
             fc = calls[0].get("id") if calls else None
-            return None, f"Item '{fc or RESPONSES_FC_ID}' of type 'function_call' was provided without its required 'reasoning' item: '{RESPONSES_RS_ID}'."
+            return (
+                None,
+                f"Item '{fc or RESPONSES_FC_ID}' of type 'function_call' was provided without its required 'reasoning' item: '{RESPONSES_RS_ID}'.",
+            )
         sig = reasoning[-1].get("encrypted_content")
         if sig != RESPONSES_ENCRYPTED:
-            return sig, f"The encrypted content for item {reasoning[-1].get('id') or RESPONSES_RS_ID} could not be verified."
+            return (
+                sig,
+                f"The encrypted content for item {reasoning[-1].get('id') or RESPONSES_RS_ID} could not be verified.",
+            )
         return sig, None
     if dialect == "gemini":
         contents = body.get("contents") or []
@@ -567,7 +834,7 @@ def _gemini_schema_problem(schema: Any, where: str) -> str | None:
         return None
     for key, value in schema.items():
         if key not in GEMINI_SCHEMA_FIELDS:
-            return f'Invalid JSON payload received. Unknown name "{key}" at \'{where}\': Cannot find field.'
+            return f"Invalid JSON payload received. Unknown name \"{key}\" at '{where}': Cannot find field."
         if key == "properties" and isinstance(value, dict):
             for name, sub in value.items():
                 problem = _gemini_schema_problem(sub, f"{where}.properties[{name}].value")
@@ -601,10 +868,18 @@ def validate(dialect: str, body: dict[str, Any]) -> str | None:
             if m.get("role") not in ("user", "assistant"):
                 return f"messages.{i}.role: Input should be 'user' or 'assistant'"
             for j, b in enumerate(m.get("content") if isinstance(m.get("content"), list) else []):
-                if isinstance(b, dict) and b.get("type") == "tool_use" and not ANTHROPIC_TOOL_ID.match(str(b.get("id", ""))):
+                if (
+                    isinstance(b, dict)
+                    and b.get("type") == "tool_use"
+                    and not ANTHROPIC_TOOL_ID.match(str(b.get("id", "")))
+                ):
                     return f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
         for i, t in enumerate(body.get("tools") or []):
-            if "name" in t and not t.get("type", "custom").startswith(("bash_", "text_editor_", "web_search_", "computer_")) and not ANTHROPIC_TOOL_NAME.match(t["name"]):
+            if (
+                "name" in t
+                and not t.get("type", "custom").startswith(("bash_", "text_editor_", "web_search_", "computer_"))
+                and not ANTHROPIC_TOOL_NAME.match(t["name"])
+            ):
                 return f"tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
         return None
     if dialect in ("openai-chat", "openai-responses"):
@@ -627,7 +902,9 @@ def validate(dialect: str, body: dict[str, Any]) -> str | None:
             for j, d in enumerate(t.get("functionDeclarations") or []):
                 if "parameters" in d and "parametersJsonSchema" in d:
                     return f"tools[{i}].function_declarations[{j}]: parameters and parameters_json_schema cannot both be set."
-                problem = _gemini_schema_problem(d.get("parameters"), f"tools[{i}].function_declarations[{j}].parameters")
+                problem = _gemini_schema_problem(
+                    d.get("parameters"), f"tools[{i}].function_declarations[{j}].parameters"
+                )
                 if problem:
                     return problem
     return None
@@ -684,10 +961,18 @@ class ScriptedUpstream:
         seen.status = status
         if frames is None:
             data = orjson.dumps(payload)
-            await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+            await send(
+                {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+            )
             await send({"type": "http.response.body", "body": data})
             return
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         for frame in frames:  # one write per event: the gateway sees a real stream
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             await asyncio.sleep(0)
@@ -749,9 +1034,15 @@ class ScriptedUpstream:
                 name, args = call
                 parts: list[dict[str, Any]] = []
                 if thinking:
-                    sig = {"anthropic": ANTHROPIC_SIGNATURE, "openai-responses": RESPONSES_ENCRYPTED, "gemini": GEMINI_SIGNATURE}.get(d)
+                    sig = {
+                        "anthropic": ANTHROPIC_SIGNATURE,
+                        "openai-responses": RESPONSES_ENCRYPTED,
+                        "gemini": GEMINI_SIGNATURE,
+                    }.get(d)
                     parts.append({"type": "thinking", "text": THINKING_TEXT, "signature": sig})
-                parts.append({"type": "tool", "id": TOOL_CALL_ID.get(d, "call_fakeread0001"), "name": name, "args": args})
+                parts.append(
+                    {"type": "tool", "id": TOOL_CALL_ID.get(d, "call_fakeread0001"), "name": name, "args": args}
+                )
                 reply = Reply(parts, "tool")
             else:
                 seen.action = "plain" if path is None else "plain:no-read-tool"
@@ -770,10 +1061,22 @@ class ScriptedUpstream:
     def _render(seen: Seen, reply: Reply) -> tuple[int, Any, list[bytes] | None]:
         d, model = seen.dialect, seen.model
         if d == "anthropic":
-            return (200, None, anthropic_stream(model, reply)) if seen.stream else (200, anthropic_whole(model, reply), None)
+            return (
+                (200, None, anthropic_stream(model, reply))
+                if seen.stream
+                else (200, anthropic_whole(model, reply), None)
+            )
         if d == "openai-chat":
             include_usage = bool((seen.body.get("stream_options") or {}).get("include_usage"))
-            return (200, None, chat_stream(model, reply, include_usage)) if seen.stream else (200, chat_whole(model, reply), None)
+            return (
+                (200, None, chat_stream(model, reply, include_usage))
+                if seen.stream
+                else (200, chat_whole(model, reply), None)
+            )
         if d == "openai-responses":
-            return (200, None, responses_stream(model, reply)) if seen.stream else (200, responses_whole(model, reply), None)
+            return (
+                (200, None, responses_stream(model, reply))
+                if seen.stream
+                else (200, responses_whole(model, reply), None)
+            )
         return (200, None, gemini_stream(model, reply)) if seen.stream else (200, gemini_whole(model, reply), None)

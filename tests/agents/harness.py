@@ -33,7 +33,9 @@ def node_ok() -> str | None:
     if node is None:
         return "node is not installed (the agent CLIs need node >= 20)"
     try:
-        out = subprocess.run([node, "-p", "process.versions.node"], capture_output=True, text=True, timeout=20).stdout.strip()
+        out = subprocess.run(
+            [node, "-p", "process.versions.node"], capture_output=True, text=True, timeout=20
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"node does not run: {exc}"
     if int(out.split(".")[0] or 0) < 20:
@@ -110,7 +112,16 @@ def base_env(home: Path) -> dict[str, str]:
 
 def _run(cli: str, cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> AgentRun:
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -142,7 +153,9 @@ def _json_object(text: str) -> dict | None:
     return None
 
 
-def run_claude(base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None) -> AgentRun:
+def run_claude(
+    base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None
+) -> AgentRun:
     if home is None:  # a HOME of our own, removed afterwards
         with throwaway_home("claude") as own:
             return run_claude(base_url, model, prompt, cwd, timeout, own)
@@ -167,7 +180,15 @@ def run_claude(base_url: str, model: str, prompt: str, cwd: Path, timeout: float
     return run
 
 
-def run_codex(base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None, websockets: bool = False) -> AgentRun:
+def run_codex(
+    base_url: str,
+    model: str,
+    prompt: str,
+    cwd: Path,
+    timeout: float = 90.0,
+    home: Path | None = None,
+    websockets: bool = False,
+) -> AgentRun:
     if home is None:  # a HOME of our own, removed afterwards
         with throwaway_home("codex") as own:
             return run_codex(base_url, model, prompt, cwd, timeout, own, websockets)
@@ -212,13 +233,19 @@ GEMINI_SETTINGS = {
 }
 
 
-def run_gemini(base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None) -> AgentRun:
+def run_gemini(
+    base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None
+) -> AgentRun:
     if home is None:  # a HOME of our own, removed afterwards
         with throwaway_home("gemini") as own:
             return run_gemini(base_url, model, prompt, cwd, timeout, own)
     (home / ".gemini").mkdir(exist_ok=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
-    env = base_env(home) | {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": KEY, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+    env = base_env(home) | {
+        "GOOGLE_GEMINI_BASE_URL": base_url,
+        "GEMINI_API_KEY": KEY,
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
     cmd = [str(CLIS["gemini"]), "-m", model, "--output-format", "json", "-p", prompt]
     run = _run("gemini", cmd, env, cwd, timeout)
     data = _json_object(run.stdout) or _json_object(run.stderr[-20000:])  # errors go to stderr

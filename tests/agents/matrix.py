@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gateway.app import create_app
-from gateway.server_protocol import uvicorn_options
+from gateway.server.app import create_app
+from gateway.server.protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import ServerThread
 
@@ -60,7 +60,12 @@ PROVIDER_EXTRAS: dict[str, dict[str, Any]] = {
 
 
 def gateway_config(fake_url: str, state_dir: Path) -> dict[str, Any]:
-    bases = {"anthropic": fake_url, "openai-chat": fake_url + "/v1", "openai-responses": fake_url + "/v1", "gemini": fake_url}
+    bases = {
+        "anthropic": fake_url,
+        "openai-chat": fake_url + "/v1",
+        "openai-responses": fake_url + "/v1",
+        "gemini": fake_url,
+    }
     providers = [
         {
             "name": f"up-{d}",

@@ -66,7 +66,9 @@ def fake() -> Iterator[tuple[ScriptedUpstream, ServerThread]]:
 
 
 @pytest.fixture(scope="module")
-def gateway(fake: tuple[ScriptedUpstream, ServerThread], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+def gateway(
+    fake: tuple[ScriptedUpstream, ServerThread], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerThread]:
     with gateway_for(fake[1].url, tmp_path_factory.mktemp("gateway-state")) as server:
         yield server
 
@@ -75,7 +77,11 @@ def _trace(seen: list[Seen]) -> str:
     """What the upstream received, one line per request (repeats folded: Claude Code re-sends a 400)."""
     lines: list[str] = []
     for s in seen:
-        line = f"  {s.path}?{s.query} model={s.model} stream={s.stream} -> {s.status} {s.action}" + (f" error={s.error!r}" if s.error else "") + (f" tool_result={s.tool_result[:120]!r}" if s.tool_result else "")
+        line = (
+            f"  {s.path}?{s.query} model={s.model} stream={s.stream} -> {s.status} {s.action}"
+            + (f" error={s.error!r}" if s.error else "")
+            + (f" tool_result={s.tool_result[:120]!r}" if s.tool_result else "")
+        )
         if lines and lines[-1].split("  [x")[0] == line:
             count = int(lines[-1].rsplit("[x", 1)[1][:-1]) + 1 if "  [x" in lines[-1] else 2
             lines[-1] = f"{line}  [x{count}]"
@@ -87,19 +93,30 @@ def _trace(seen: list[Seen]) -> str:
 @pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("cli", list(harness.CLIS))
-def test_agent_through_gateway(cli: str, dialect: str, task: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+def test_agent_through_gateway(
+    cli: str,
+    dialect: str,
+    task: str,
+    fake: tuple[ScriptedUpstream, ServerThread],
+    gateway: ServerThread,
+    tmp_path: Path,
+) -> None:
     check_cell(cli, dialect, task, "", fake[0], gateway, tmp_path)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_claude_known_model_thinking(dialect: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+def test_claude_known_model_thinking(
+    dialect: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path
+) -> None:
     """Claude Code with a model name it knows: ``thinking: {type: enabled, budget_tokens: 31999}``."""
     check_cell("claude", dialect, "thinking", "claude-sonnet-4-5--", fake[0], gateway, tmp_path)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("cli", list(harness.CLIS))
-def test_cut_stream_fails_the_turn(cli: str, dialect: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+def test_cut_stream_fails_the_turn(
+    cli: str, dialect: str, fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path
+) -> None:
     """The upstream's stream ends cleanly but without its terminator: the agent must not finish."""
     if cli in _MISSING:
         pytest.skip(f"{cli} is not installed in {harness.BIN}: run `make agents-setup`")
@@ -110,14 +127,18 @@ def test_cut_stream_fails_the_turn(cli: str, dialect: str, fake: tuple[ScriptedU
     run = harness.RUNNERS[cli](gateway.url, model, prompt_for("plain", work), work, timeout=TIMEOUT)
     seen = upstream.requests(model)
     context = f"\n{run.describe()}\n{_trace(seen)}"
-    assert seen and all(s.action.endswith("+cut") for s in seen), "the upstream did not get to answer with the cut stream" + context
+    assert seen and all(s.action.endswith("+cut") for s in seen), (
+        "the upstream did not get to answer with the cut stream" + context
+    )
     assert not run.timed_out, "the agent hung on a cut stream" + context
     assert run.answer is None, f"{cli} took a cut-off stream for a finished answer" + context
     if cli != "gemini":  # Gemini CLI 0.61 exits 0 and reports the failure as an "error" object in its JSON
         assert run.returncode != 0, f"{cli} exited 0 on a cut-off stream" + context
 
 
-def test_codex_websocket_attempt_falls_back_to_http_at_once(fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path) -> None:
+def test_codex_websocket_attempt_falls_back_to_http_at_once(
+    fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path
+) -> None:
     """Codex with WebSockets on tries ``GET /v1/responses`` (Upgrade: websocket) first; the gateway's
     426 makes it fall back to the HTTP stream at once (issue 18). Measured: the POST ~0.1 s later."""
     if "codex" in _MISSING:
@@ -135,7 +156,9 @@ def test_codex_websocket_attempt_falls_back_to_http_at_once(fake: tuple[Scripted
     assert elapsed < 10, f"the fallback took {elapsed:.1f}s" + context
 
 
-def check_cell(cli: str, dialect: str, task: str, prefix: str, upstream: ScriptedUpstream, gateway: ServerThread, tmp_path: Path) -> None:
+def check_cell(
+    cli: str, dialect: str, task: str, prefix: str, upstream: ScriptedUpstream, gateway: ServerThread, tmp_path: Path
+) -> None:
     if cli in _MISSING:
         pytest.skip(f"{cli} is not installed in {harness.BIN}: run `make agents-setup`")
     upstream.reset()
@@ -157,7 +180,11 @@ def check_cell(cli: str, dialect: str, task: str, prefix: str, upstream: Scripte
     calls = [s for s in seen if s.action == "tool_call"]
     answers = [s for s in seen if s.action == "tool_answer"]
     assert calls, "the fake never got a request that offered a file-reading tool" + context
-    assert answers and token in (answers[-1].tool_result or ""), f"the tool result with {token} never reached the upstream" + context
+    assert answers and token in (answers[-1].tool_result or ""), (
+        f"the tool result with {token} never reached the upstream" + context
+    )
     assert TOOL_ANSWER_PREFIX.strip() in run.answer and token in run.answer, context
     if task == "thinking" and dialect in SIGNATURES:
-        assert answers[-1].signature_back == SIGNATURES[dialect], "the thinking signature did not come back on the follow-up" + context
+        assert answers[-1].signature_back == SIGNATURES[dialect], (
+            "the thinking signature did not come back on the follow-up" + context
+        )

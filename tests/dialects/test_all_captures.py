@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.registry import MODULES, codec_for
 from gateway.events import End, Event, MessageStart, StreamError
+from gateway.framing.sse import SSEDecoder
 from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold
-from gateway.sse import SSEDecoder
 from tests.support.captures import sse_files
 from tests.support.event_contract import check_events
 
@@ -40,7 +40,9 @@ def fixed_ids() -> Iterator[None]:
         for package in MODULES.values():
             module = importlib.import_module(f"{package}.stream_decode")
             if hasattr(module, "new_id"):
-                stack.enter_context(mock.patch.object(module, "new_id", lambda prefix, nbytes=12: f"{prefix}{next(counter)}"))
+                stack.enter_context(
+                    mock.patch.object(module, "new_id", lambda prefix, nbytes=12: f"{prefix}{next(counter)}")
+                )
         yield
 
 
@@ -76,7 +78,11 @@ def test_contract(dialect: str, path: Path) -> None:
 def test_split_anywhere_gives_the_same_events(dialect: str, path: Path, cuts: list[int], one_byte: bool) -> None:
     body = path.read_bytes()
     whole = decode(dialect, [body])
-    pieces = [body[i : i + 1] for i in range(len(body))] if one_byte and len(body) < 20_000 else split(body, [c % (len(body) + 1) for c in cuts])
+    pieces = (
+        [body[i : i + 1] for i in range(len(body))]
+        if one_byte and len(body) < 20_000
+        else split(body, [c % (len(body) + 1) for c in cuts])
+    )
     assert decode(dialect, pieces) == whole
 
 
@@ -88,7 +94,11 @@ def seen(events: list[Event]) -> tuple[Any, ...]:
     reply = fold(events)
     blocks = [(b.kind, b.text, b.id, b.name, b.signature, b.data or None) for b in reply.blocks]
     usage = reply.usage
-    counts = (usage.input or 0, usage.output or 0, usage.cache_read or 0) if usage is not None and reply.end is not None else None
+    counts = (
+        (usage.input or 0, usage.output or 0, usage.cache_read or 0)
+        if usage is not None and reply.end is not None
+        else None
+    )
     # a Chat refusal is streamed back as content with finish_reason "stop": the reason is the raw one
     end = (reply.end.raw_reason, reply.end.stop_sequence) if reply.end is not None else None
     return blocks, end, counts, reply.error is not None

@@ -20,8 +20,8 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
+from gateway.framing.sse import SSEDecoder, SSEFrame
 from gateway.reply import fold
-from gateway.sse import SSEDecoder, SSEFrame
 from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +40,6 @@ def decode_bytes(data: bytes, chunk: int | None = None) -> tuple[list, bool]:
     clean = sse.close()
     events.extend(decoder.close())
     return events, clean
-
-
 
 
 public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
@@ -66,7 +64,10 @@ def _public(name: str) -> list:
 def test_public_text() -> None:
     events = _public("text")
     reply = fold(events)
-    assert reply.text == "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?"
+    assert (
+        reply.text
+        == "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?"
+    )
     assert reply.model == "claude-sonnet-4-5-20250929"
     assert reply.usage == Usage(input=12, output=30, cache_read=0, cache_write=0)
     assert reply.end == End("stop", "end_turn", None)
@@ -129,10 +130,26 @@ def test_public_error_overloaded() -> None:
 
 ANSWERS = {
     "text": dict(text="Hello from the gateway. 你好 — ok!", end=("stop", "end_turn"), usage=Usage(30, 12, 10, 0)),
-    "tool_call": dict(text="Let me check.", tools=[("call_weather_1", "get_weather", {"city": "Paris", "unit": "celsius"})], end=("tool_use", "tool_use"), usage=Usage(50, 20, 0, 0)),
-    "parallel_tool_calls": dict(text="", tools=[("call_p1", "get_weather", {"city": "Paris"}), ("call_p2", "get_time", {"timezone": "Europe/Paris"})], end=("tool_use", "tool_use"), usage=Usage(60, 30, 0, 0)),
+    "tool_call": dict(
+        text="Let me check.",
+        tools=[("call_weather_1", "get_weather", {"city": "Paris", "unit": "celsius"})],
+        end=("tool_use", "tool_use"),
+        usage=Usage(50, 20, 0, 0),
+    ),
+    "parallel_tool_calls": dict(
+        text="",
+        tools=[("call_p1", "get_weather", {"city": "Paris"}), ("call_p2", "get_time", {"timezone": "Europe/Paris"})],
+        end=("tool_use", "tool_use"),
+        usage=Usage(60, 30, 0, 0),
+    ),
     "tool_result_turn": dict(text="It is 18°C in Paris.", end=("stop", "end_turn"), usage=Usage(80, 10, 0, 0)),
-    "thinking": dict(text="Hi there!", thinking="The user wants a greeting. I will say hi.", signature="c2lnLWFiYzEyMw==", end=("stop", "end_turn"), usage=Usage(30, 40, 0, 0)),
+    "thinking": dict(
+        text="Hi there!",
+        thinking="The user wants a greeting. I will say hi.",
+        signature="c2lnLWFiYzEyMw==",
+        end=("stop", "end_turn"),
+        usage=Usage(30, 40, 0, 0),
+    ),
     "max_tokens": dict(text="The answer is cut", end=("length", "max_tokens"), usage=Usage(30, 16, 0, 0)),
     "long_500": dict(text="".join(f"w{i} " for i in range(500)), end=("stop", "end_turn"), usage=Usage(30, 500, 0, 0)),
 }
@@ -182,7 +199,10 @@ def test_authored_no_terminator() -> None:
     assert fold(events).text == "Hello from the gateway. 你好 — ok!"
 
 
-@pytest.mark.parametrize("name,status,kind,raw", [("error_429", 429, "rate_limit", "rate_limit_error"), ("error_500", 500, "api_error", "api_error")])
+@pytest.mark.parametrize(
+    "name,status,kind,raw",
+    [("error_429", 429, "rate_limit", "rate_limit_error"), ("error_500", 500, "api_error", "api_error")],
+)
 def test_authored_http_errors(name: str, status: int, kind: str, raw: str) -> None:
     body = (OURS / f"{name}.json").read_bytes()
     err = CODEC.decode_error(status, body)
@@ -205,21 +225,32 @@ def feed_all(frames: list[tuple[str | None, str]]) -> list:
 
 
 def test_malformed_json_is_bad_gateway() -> None:
-    events = feed_all([("message_start", '{"type":"message_start","message":{"id":"m","model":"x","usage":{"input_tokens":1}}}'), ("content_block_delta", "{nope")])
+    events = feed_all(
+        [
+            ("message_start", '{"type":"message_start","message":{"id":"m","model":"x","usage":{"input_tokens":1}}}'),
+            ("content_block_delta", "{nope"),
+        ]
+    )
     assert isinstance(events[-1], StreamError) and events[-1].kind == "bad_gateway"
 
 
 def test_unknown_events_and_deltas_are_ignored() -> None:
     events = feed_all(
         [
-            (None, '{"type":"message_start","message":{"id":"m","model":"x","usage":{"input_tokens":5,"output_tokens":1}}}'),
+            (
+                None,
+                '{"type":"message_start","message":{"id":"m","model":"x","usage":{"input_tokens":5,"output_tokens":1}}}',
+            ),
             (None, '{"type":"brand_new_event"}'),
             (None, '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'),
             (None, '{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{}}}'),
             (None, '{"type":"content_block_delta","index":0,"delta":{"type":"future_delta","x":1}}'),
             (None, '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}'),
             (None, '{"type":"content_block_stop","index":0}'),
-            (None, '{"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"END"},"usage":{"output_tokens":3}}'),
+            (
+                None,
+                '{"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"END"},"usage":{"output_tokens":3}}',
+            ),
             (None, '{"type":"message_stop"}'),
         ]
     )
@@ -230,20 +261,41 @@ def test_unknown_events_and_deltas_are_ignored() -> None:
 
 @pytest.mark.parametrize(
     "etype,kind,status",
-    [("overloaded_error", "overloaded", 529), ("api_error", "api_error", 500), ("rate_limit_error", "rate_limit", 429), ("invalid_request_error", "invalid_request", 400), ("weird", "api_error", 500)],
+    [
+        ("overloaded_error", "overloaded", 529),
+        ("api_error", "api_error", 500),
+        ("rate_limit_error", "rate_limit", 429),
+        ("invalid_request_error", "invalid_request", 400),
+        ("weird", "api_error", 500),
+    ],
 )
 def test_in_stream_error_kinds(etype: str, kind: str, status: int) -> None:
-    events = feed_all([("error", orjson.dumps({"type": "error", "error": {"type": etype, "message": "boom"}}).decode())])
+    events = feed_all(
+        [("error", orjson.dumps({"type": "error", "error": {"type": etype, "message": "boom"}}).decode())]
+    )
     assert isinstance(events[0], MessageStart)
     assert events[-1] == StreamError(kind, "boom", status, etype)
 
 
 @pytest.mark.parametrize(
     "raw,reason",
-    [("end_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length"), ("tool_use", "tool_use"), ("pause_turn", "pause"), ("refusal", "refusal"), ("model_context_window_exceeded", "length")],
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("tool_use", "tool_use"),
+        ("pause_turn", "pause"),
+        ("refusal", "refusal"),
+        ("model_context_window_exceeded", "length"),
+    ],
 )
 def test_stop_reasons(raw: str, reason: str) -> None:
-    events = feed_all([(None, f'{{"type":"message_delta","delta":{{"stop_reason":"{raw}"}},"usage":{{"output_tokens":1}}}}'), (None, '{"type":"message_stop"}')])
+    events = feed_all(
+        [
+            (None, f'{{"type":"message_delta","delta":{{"stop_reason":"{raw}"}},"usage":{{"output_tokens":1}}}}'),
+            (None, '{"type":"message_stop"}'),
+        ]
+    )
     assert events[-1] == End(reason, raw, None)  # type: ignore[arg-type]
 
 
@@ -262,7 +314,12 @@ def test_decode_whole_message() -> None:
         ],
         "stop_reason": "tool_use",
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 2, "output_tokens": 7},
+        "usage": {
+            "input_tokens": 10,
+            "cache_read_input_tokens": 5,
+            "cache_creation_input_tokens": 2,
+            "output_tokens": 7,
+        },
     }
     reply = fold(CODEC.decode_whole(body))
     assert [b.kind for b in reply.blocks] == ["thinking", "redacted_thinking", "text", "tool_call"]
@@ -277,7 +334,10 @@ def test_decode_whole_message() -> None:
 def test_decode_error_fallbacks() -> None:
     err = CODEC.decode_error(529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}')
     assert (err.kind, err.status, err.raw) == ("overloaded", 529, "overloaded_error")
-    assert CODEC.render_error(err) == (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    assert CODEC.render_error(err) == (
+        529,
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    )
     text = CODEC.decode_error(502, b"<html>bad gateway</html>")
     assert (text.kind, text.status, text.message, text.raw) == ("api_error", 502, "<html>bad gateway</html>", None)
     empty = CODEC.decode_error(503, b"")
@@ -297,7 +357,11 @@ def test_decode_error_fallbacks() -> None:
         (GatewayError("bad_gateway", "oops"), 502, "api_error"),
         (GatewayError("overloaded", "busy", 503, origin="openai-chat"), 503, "overloaded_error"),
         (GatewayError("timeout", "slow"), 504, "timeout_error"),
-        (GatewayError("not_found", "no", 404, raw="invalid_request_error", origin="openai-chat"), 404, "not_found_error"),
+        (
+            GatewayError("not_found", "no", 404, raw="invalid_request_error", origin="openai-chat"),
+            404,
+            "not_found_error",
+        ),
     ],
 )
 def test_render_error(err: GatewayError, status: int, etype: str) -> None:

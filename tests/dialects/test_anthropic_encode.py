@@ -23,9 +23,9 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
+from gateway.framing.sse import SSEDecoder
 from gateway.ir import ChatRequest
 from gateway.reply import fold
-from gateway.sse import SSEDecoder
 
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ROOT / "captures" / "anthropic"
@@ -52,16 +52,27 @@ def client_for(body: bytes, content_type: str = "text/event-stream", status: int
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, headers={"content-type": content_type}, content=body)
 
-    return anthropic.Anthropic(api_key="k", base_url="http://gateway.test", max_retries=0, http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return anthropic.Anthropic(
+        api_key="k",
+        base_url="http://gateway.test",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
 
 
 def final_message(body: bytes) -> anthropic.types.Message:
-    with client_for(body).messages.stream(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]) as stream:
+    with client_for(body).messages.stream(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
         return stream.get_final_message()
 
 
 def raw_events(body: bytes) -> list:
-    return list(client_for(body).messages.create(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}], stream=True))
+    return list(
+        client_for(body).messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    )
 
 
 def wire_events(body: bytes) -> list[tuple[str | None, dict]]:
@@ -100,7 +111,12 @@ def test_text_round_trip_sdk() -> None:
     assert msg.model == MODEL
     assert msg.content[0].type == "text" and msg.content[0].text == "Hello from the gateway. 你好 — ok!"
     assert msg.stop_reason == "end_turn"
-    assert (msg.usage.input_tokens, msg.usage.cache_read_input_tokens, msg.usage.cache_creation_input_tokens, msg.usage.output_tokens) == (20, 10, 0, 12)
+    assert (
+        msg.usage.input_tokens,
+        msg.usage.cache_read_input_tokens,
+        msg.usage.cache_creation_input_tokens,
+        msg.usage.output_tokens,
+    ) == (20, 10, 0, 12)
     assert msg.id == "msg_01GwText0000000000000001"  # same dialect: the upstream id is kept
     first = wire_events(body)[0][1]["message"]["usage"]
     assert first["input_tokens"] == 20 and first["cache_read_input_tokens"] == 10  # known up front
@@ -118,10 +134,16 @@ def test_tool_call_round_trip_sdk() -> None:
 
 def test_parallel_thinking_max_tokens_long_sdk() -> None:
     msg = final_message(encode(decode_capture("parallel_tool_calls")))
-    assert [(b.id, b.input) for b in msg.content] == [("call_p1", {"city": "Paris"}), ("call_p2", {"timezone": "Europe/Paris"})]
+    assert [(b.id, b.input) for b in msg.content] == [
+        ("call_p1", {"city": "Paris"}),
+        ("call_p2", {"timezone": "Europe/Paris"}),
+    ]
     msg = final_message(encode(decode_capture("thinking")))
     assert msg.content[0].type == "thinking"
-    assert msg.content[0].thinking == "The user wants a greeting. I will say hi." and msg.content[0].signature == "c2lnLWFiYzEyMw=="
+    assert (
+        msg.content[0].thinking == "The user wants a greeting. I will say hi."
+        and msg.content[0].signature == "c2lnLWFiYzEyMw=="
+    )
     assert msg.content[1].text == "Hi there!"
     msg = final_message(encode(decode_capture("max_tokens")))
     assert msg.stop_reason == "max_tokens" and msg.usage.output_tokens == 16
@@ -140,7 +162,10 @@ def test_create_stream_true_yields_typed_events() -> None:
 def test_in_stream_error_raises_in_sdk() -> None:
     body = encode(decode_capture("error_mid_stream"))
     check_wire(body)
-    assert wire_events(body)[-1] == ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    assert wire_events(body)[-1] == (
+        "error",
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    )
     with pytest.raises(anthropic.APIStatusError) as info:
         final_message(body)
     assert "overloaded_error" in str(info.value)
@@ -149,7 +174,12 @@ def test_in_stream_error_raises_in_sdk() -> None:
 
 
 def test_truncation_from_other_dialect_is_error_frame() -> None:
-    events = [MessageStart("x", "gpt"), BlockStart(0, "text"), TextDelta(0, "Par"), StreamError("truncated", "cut", 502)]
+    events = [
+        MessageStart("x", "gpt"),
+        BlockStart(0, "text"),
+        TextDelta(0, "Par"),
+        StreamError("truncated", "cut", 502),
+    ]
     body = encode(events, upstream="openai-chat")
     frames = wire_events(body)
     assert frames[-1] == ("error", {"type": "error", "error": {"type": "api_error", "message": "cut"}})
@@ -158,7 +188,10 @@ def test_truncation_from_other_dialect_is_error_frame() -> None:
 
 
 def test_foreign_raw_error_type_not_leaked() -> None:
-    body = encode([MessageStart("x", "m"), StreamError("rate_limit", "slow down", 429, raw="rate_limit_exceeded")], upstream="openai-chat")
+    body = encode(
+        [MessageStart("x", "m"), StreamError("rate_limit", "slow down", 429, raw="rate_limit_exceeded")],
+        upstream="openai-chat",
+    )
     assert wire_events(body)[-1][1]["error"]["type"] == "rate_limit_error"
 
 
@@ -187,7 +220,10 @@ def test_interleaved_tool_calls_are_buffered_not_split() -> None:
     check_wire(body)
     msg = final_message(body)
     assert msg.content[0].text == "Checking both."
-    assert [(b.id, b.name, b.input) for b in msg.content[1:]] == [("call_a", "get_weather", {"city": "Paris"}), ("call_b", "get_time", {"timezone": "UTC"})]
+    assert [(b.id, b.name, b.input) for b in msg.content[1:]] == [
+        ("call_a", "get_weather", {"city": "Paris"}),
+        ("call_b", "get_time", {"timezone": "UTC"}),
+    ]
     assert msg.stop_reason == "tool_use"  # never the foreign raw value
     assert (msg.usage.input_tokens, msg.usage.cache_read_input_tokens, msg.usage.output_tokens) == (32, 8, 9)
     assert msg.id.startswith("msg_") and msg.id != "chatcmpl-1"
@@ -195,7 +231,14 @@ def test_interleaved_tool_calls_are_buffered_not_split() -> None:
 
 
 def test_blocks_never_stopped_are_flushed_at_end() -> None:
-    events = [MessageStart("r", "m"), BlockStart(0, "tool_call", "c1", "f"), BlockStart(1, "tool_call", "c2", "g"), ToolArgsDelta(1, '{"x": 1}'), Usage(output=3), End("tool_use")]
+    events = [
+        MessageStart("r", "m"),
+        BlockStart(0, "tool_call", "c1", "f"),
+        BlockStart(1, "tool_call", "c2", "g"),
+        ToolArgsDelta(1, '{"x": 1}'),
+        Usage(output=3),
+        End("tool_use"),
+    ]
     body = encode(events, upstream="openai-responses")
     check_wire(body)
     msg = final_message(body)
@@ -225,7 +268,10 @@ def test_foreign_signature_is_packed_and_emitted_once() -> None:
 
 
 def test_stop_sequence_and_refusal_mapping() -> None:
-    body = encode([MessageStart("a", "b"), BlockStart(0, "text"), TextDelta(0, "x"), BlockStop(0), End("stop", "stop", "###")], upstream="openai-chat")
+    body = encode(
+        [MessageStart("a", "b"), BlockStart(0, "text"), TextDelta(0, "x"), BlockStop(0), End("stop", "stop", "###")],
+        upstream="openai-chat",
+    )
     msg = final_message(body)
     assert (msg.stop_reason, msg.stop_sequence) == ("stop_sequence", "###")
     body = encode([MessageStart("a", "b"), End("content_filter", "SAFETY")], upstream="gemini")
@@ -238,7 +284,18 @@ def test_keepalive_is_ping_and_sdk_ignores_it() -> None:
     encoder = CODEC.stream_encoder(ctx())
     ping = encoder.keepalive()
     assert ping == b'event: ping\ndata: {"type": "ping"}\n\n'
-    body = b"".join([encoder.encode(MessageStart("m", "x")), ping, encoder.encode(BlockStart(0, "text")), ping, encoder.encode(TextDelta(0, "a")), encoder.encode(BlockStop(0)), ping, encoder.encode(End("stop", "end_turn"))])
+    body = b"".join(
+        [
+            encoder.encode(MessageStart("m", "x")),
+            ping,
+            encoder.encode(BlockStart(0, "text")),
+            ping,
+            encoder.encode(TextDelta(0, "a")),
+            encoder.encode(BlockStop(0)),
+            ping,
+            encoder.encode(End("stop", "end_turn")),
+        ]
+    )
     assert final_message(body).content[0].text == "a"
 
 
@@ -254,7 +311,9 @@ def test_nothing_after_end() -> None:
 
 
 def whole_via_sdk(obj: dict) -> anthropic.types.Message:
-    return client_for(orjson.dumps(obj), "application/json").messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    return client_for(orjson.dumps(obj), "application/json").messages.create(
+        model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    )
 
 
 @pytest.mark.parametrize("scenario", ["text", "tool_call", "parallel_tool_calls", "thinking", "max_tokens"])
@@ -266,29 +325,64 @@ def test_encode_whole_parses_in_sdk(scenario: str) -> None:
     streamed = final_message(encode(decode_capture(scenario)))
     assert [b.to_dict() for b in msg.content] == [b.to_dict() for b in streamed.content]
     assert msg.stop_reason == streamed.stop_reason
-    assert msg.usage.to_dict() | {"cache_creation": None, "service_tier": None} == streamed.usage.to_dict() | {"cache_creation": None, "service_tier": None}
+    assert msg.usage.to_dict() | {"cache_creation": None, "service_tier": None} == streamed.usage.to_dict() | {
+        "cache_creation": None,
+        "service_tier": None,
+    }
     # decode_whole(encode_whole(x)) folds to the same reply
     again = fold(CODEC.decode_whole(obj))
-    assert [(b.kind, b.text, b.id, b.signature) for b in again.blocks] == [(b.kind, b.text if b.kind != "tool_call" else orjson.dumps(orjson.loads(b.arguments)).decode(), b.id, b.signature) for b in reply.blocks]
+    assert [(b.kind, b.text, b.id, b.signature) for b in again.blocks] == [
+        (
+            b.kind,
+            b.text if b.kind != "tool_call" else orjson.dumps(orjson.loads(b.arguments)).decode(),
+            b.id,
+            b.signature,
+        )
+        for b in reply.blocks
+    ]
 
 
 def test_encode_whole_empty_tool_args_and_foreign_signature() -> None:
-    events = [MessageStart("x", "m"), BlockStart(0, "thinking"), ThinkingDelta(0, "t"), SignatureDelta(0, "enc"), BlockStop(0), BlockStart(1, "tool_call", "c", "f"), BlockStop(1), Usage(input=3, output=4), End("tool_use", "completed")]
+    events = [
+        MessageStart("x", "m"),
+        BlockStart(0, "thinking"),
+        ThinkingDelta(0, "t"),
+        SignatureDelta(0, "enc"),
+        BlockStop(0),
+        BlockStart(1, "tool_call", "c", "f"),
+        BlockStop(1),
+        Usage(input=3, output=4),
+        End("tool_use", "completed"),
+    ]
     obj = CODEC.encode_whole(fold(events), ctx("openai-responses"))
     assert obj["content"][0] == {"type": "thinking", "thinking": "t", "signature": "gw~openai-responses~enc"}
     assert obj["content"][1] == {"type": "tool_use", "id": "c", "name": "f", "input": {}}
     assert obj["stop_reason"] == "tool_use"
-    assert obj["usage"] == {"input_tokens": 3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 4}
+    assert obj["usage"] == {
+        "input_tokens": 3,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 4,
+    }
     whole_via_sdk(obj)
 
 
 def test_rendered_errors_raise_right_sdk_class() -> None:
     from gateway.errors import GatewayError
 
-    cases = [(GatewayError("rate_limit", "slow"), anthropic.RateLimitError), (GatewayError("invalid_request", "bad"), anthropic.BadRequestError), (GatewayError("overloaded", "busy", 529, raw="overloaded_error", origin="anthropic"), anthropic.InternalServerError)]
+    cases = [
+        (GatewayError("rate_limit", "slow"), anthropic.RateLimitError),
+        (GatewayError("invalid_request", "bad"), anthropic.BadRequestError),
+        (
+            GatewayError("overloaded", "busy", 529, raw="overloaded_error", origin="anthropic"),
+            anthropic.InternalServerError,
+        ),
+    ]
     for err, cls in cases:
         status, obj = CODEC.render_error(err)
         with pytest.raises(cls) as info:
-            client_for(orjson.dumps(obj), "application/json", status).messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+            client_for(orjson.dumps(obj), "application/json", status).messages.create(
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
         assert info.value.status_code == status
         assert info.value.body == obj

@@ -45,7 +45,11 @@ FULL = {
                 {"type": "text", "text": "Look:"},
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
                 {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}},
-                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}, "title": "a.pdf"},
+                {
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"},
+                    "title": "a.pdf",
+                },
             ],
         },
         {
@@ -59,12 +63,23 @@ FULL = {
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "18C"}], "is_error": False},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "18C"}],
+                    "is_error": False,
+                },
                 {"type": "tool_result", "tool_use_id": "toolu_2", "content": "failed", "is_error": True},
             ],
         },
     ],
-    "tools": [{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "tools": [
+        {
+            "name": "get_weather",
+            "description": "Weather",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ],
     "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
     "temperature": 0.5,
     "top_p": 0.9,
@@ -79,7 +94,13 @@ FULL = {
 
 
 def test_parse_full_request() -> None:
-    req = parse(FULL, {"anthropic-beta": "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14", "anthropic-version": "2023-06-01"})
+    req = parse(
+        FULL,
+        {
+            "anthropic-beta": "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14",
+            "anthropic-version": "2023-06-01",
+        },
+    )
     assert req.model == "smart" and req.max_tokens == 1000 and req.stream is True
     assert req.system == [TextPart("Be brief.", {"type": "ephemeral"})]
     assert req.messages[0] == Message("system", [TextPart("Mid-conversation system note.")])
@@ -98,7 +119,10 @@ def test_parse_full_request() -> None:
     assert (req.temperature, req.top_p, req.top_k, req.stop) == (0.5, 0.9, 40, ["###"])
     assert req.user == "u-42" and req.metadata == {"user_id": "u-42"}
     assert req.thinking == Thinking(enabled=True, budget_tokens=2048, include_thoughts=True)
-    assert req.extras["anthropic"] == {"context_management": {"edits": [{"type": "clear_thinking_20251015"}]}, "service_tier": "auto"}
+    assert req.extras["anthropic"] == {
+        "context_management": {"edits": [{"type": "clear_thinking_20251015"}]},
+        "service_tier": "auto",
+    }
     assert req.headers == {"anthropic-beta": "context-management-2025-06-27,fine-grained-tool-streaming-2025-05-14"}
     assert req.dialect == "anthropic"
 
@@ -109,7 +133,10 @@ def test_same_dialect_round_trip_keeps_everything() -> None:
     body = call.body
     assert call.path == "/v1/messages" and call.headers == {"anthropic-beta": "context-management-2025-06-27"}
     assert body["model"] == "claude-up" and body["stream"] is True and body["max_tokens"] == 1000
-    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "Mid-conversation system note."}]
+    assert body["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Mid-conversation system note."},
+    ]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     assert body["messages"][1]["content"] == [
         {"type": "thinking", "thinking": "hmm", "signature": "sigA"},
@@ -120,9 +147,19 @@ def test_same_dialect_round_trip_keeps_everything() -> None:
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
         {"type": "tool_result", "tool_use_id": "toolu_2", "content": "failed", "is_error": True},
     ]
-    assert body["messages"][0]["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}
-    assert body["messages"][0]["content"][2] == {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}}
-    assert body["messages"][0]["content"][3]["source"] == {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}
+    assert body["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"},
+    }
+    assert body["messages"][0]["content"][2] == {
+        "type": "image",
+        "source": {"type": "url", "url": "https://x.test/a.png"},
+    }
+    assert body["messages"][0]["content"][3]["source"] == {
+        "type": "base64",
+        "media_type": "application/pdf",
+        "data": "JVBER",
+    }
     assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
     assert body["tools"] == FULL["tools"]
     assert body["context_management"] == FULL["context_management"] and body["service_tier"] == "auto"
@@ -133,10 +170,23 @@ def test_same_dialect_round_trip_keeps_everything() -> None:
 
 def test_tool_extras_and_adaptive_thinking_pass_through() -> None:
     tools = [
-        {"name": "f", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}, "defer_loading": True},
+        {
+            "name": "f",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral"},
+            "defer_loading": True,
+        },
         {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
     ]
-    req = parse({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools, "thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}})
+    req = parse(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": tools,
+            "thinking": {"type": "adaptive"},
+            "output_config": {"effort": "high"},
+        }
+    )
     assert [t.name for t in req.tools] == ["f"]
     assert req.thinking == Thinking(enabled=True, effort="high", include_thoughts=True)
     body = build(req).body
@@ -169,24 +219,57 @@ def test_system_turns_merging_and_results_first() -> None:
     assert body["system"] == [{"type": "text", "text": "sys"}, {"type": "text", "text": "late sys"}]
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {}}, {"type": "tool_use", "id": "c2", "name": "g", "input": {"x": 1}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r1"}, {"type": "tool_result", "tool_use_id": "c2"}, {"type": "text", "text": "also this"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "c1", "name": "f", "input": {}},
+                {"type": "tool_use", "id": "c2", "name": "g", "input": {"x": 1}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "r1"},
+                {"type": "tool_result", "tool_use_id": "c2"},
+                {"type": "text", "text": "also this"},
+            ],
+        },
     ]
     assert body["tools"] == [{"name": "f", "input_schema": {"type": "object", "properties": {}}}]
     assert body["tool_choice"] == {"type": "tool", "name": "f", "disable_parallel_tool_use": True}
     assert body["metadata"] == {"user_id": "someone"}
 
 
-@pytest.mark.parametrize("mode,want", [("auto", {"type": "auto"}), ("required", {"type": "any"}), ("none", {"type": "none"}), ("tool", {"type": "tool", "name": "f"})])
+@pytest.mark.parametrize(
+    "mode,want",
+    [
+        ("auto", {"type": "auto"}),
+        ("required", {"type": "any"}),
+        ("none", {"type": "none"}),
+        ("tool", {"type": "tool", "name": "f"}),
+    ],
+)
 def test_tool_choice_mapping(mode: str, want: dict) -> None:
-    req = ChatRequest(model="m", messages=[Message("user", [TextPart("x")])], tools=[Tool("f")], tool_choice=ToolChoice(mode, "f" if mode == "tool" else None))  # type: ignore[arg-type]
+    req = ChatRequest(
+        model="m",
+        messages=[Message("user", [TextPart("x")])],
+        tools=[Tool("f")],
+        tool_choice=ToolChoice(mode, "f" if mode == "tool" else None),
+    )  # type: ignore[arg-type]
     assert build(req).body["tool_choice"] == want
 
 
 def test_thinking_budget_rules() -> None:
     def thinking_of(**kw: Any) -> Any:
         max_tokens = kw.pop("max_tokens", None)
-        req = ChatRequest(model="m", dialect="openai-chat", messages=[Message("user", [TextPart("x")])], thinking=Thinking(**kw), max_tokens=max_tokens, temperature=0.2)
+        req = ChatRequest(
+            model="m",
+            dialect="openai-chat",
+            messages=[Message("user", [TextPart("x")])],
+            thinking=Thinking(**kw),
+            max_tokens=max_tokens,
+            temperature=0.2,
+        )
         return build(req).body
 
     assert thinking_of(effort="low", max_tokens=4096)["thinking"] == {"type": "enabled", "budget_tokens": 2048}
@@ -206,16 +289,30 @@ def test_thinking_dropped_when_tool_turn_lacks_anthropic_signature() -> None:
         Message("assistant", [ThinkingPart("t", "gemsig", "gemini"), ToolCallPart("c1", "f", "{}")]),
         Message("user", [ToolResultPart("c1", [TextPart("ok")])]),
     ]
-    req = ChatRequest(model="m", dialect="gemini", messages=history, thinking=Thinking(enabled=True, budget_tokens=2048), max_tokens=4096)
+    req = ChatRequest(
+        model="m",
+        dialect="gemini",
+        messages=history,
+        thinking=Thinking(enabled=True, budget_tokens=2048),
+        max_tokens=4096,
+    )
     body = build(req).body
     assert "thinking" not in body
-    assert body["messages"][1]["content"] == [{"type": "tool_use", "id": "c1", "name": "f", "input": {}}]  # foreign thought dropped
+    assert body["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "c1", "name": "f", "input": {}}
+    ]  # foreign thought dropped
     history[1].content[0] = ThinkingPart("t", "antsig", "anthropic")
     body = build(req).body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert body["messages"][1]["content"][0] == {"type": "thinking", "thinking": "t", "signature": "antsig"}
     # an older tool loop (before a real user turn) does not matter
-    req.messages = [Message("user", [TextPart("q")]), Message("assistant", [ToolCallPart("c0", "f", "{}")]), Message("user", [ToolResultPart("c0", [TextPart("r")])]), Message("assistant", [TextPart("done")]), Message("user", [TextPart("next")])]
+    req.messages = [
+        Message("user", [TextPart("q")]),
+        Message("assistant", [ToolCallPart("c0", "f", "{}")]),
+        Message("user", [ToolResultPart("c0", [TextPart("r")])]),
+        Message("assistant", [TextPart("done")]),
+        Message("user", [TextPart("next")]),
+    ]
     assert "thinking" in build(req).body
 
 
@@ -225,30 +322,54 @@ def test_packed_signature_from_caller_round_trips() -> None:
         "max_tokens": 100,
         "messages": [
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "gw~gemini~Q2lR"}, {"type": "text", "text": "yo"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t", "signature": "gw~gemini~Q2lR"},
+                    {"type": "text", "text": "yo"},
+                ],
+            },
             {"role": "user", "content": "more"},
         ],
     }
     req = parse(body)
     assert req.messages[1].content[0] == ThinkingPart("t", "Q2lR", "gemini")
     built = build(req).body
-    assert built["messages"][1]["content"] == [{"type": "text", "text": "yo"}]  # Anthropic cannot verify Gemini's signature
+    assert built["messages"][1]["content"] == [
+        {"type": "text", "text": "yo"}
+    ]  # Anthropic cannot verify Gemini's signature
 
 
 def test_images_and_files_from_other_dialects() -> None:
     req = ChatRequest(
         model="m",
-        messages=[Message("user", [ImagePart(url="data:image/jpeg;base64,/9j/4AAQ"), ImagePart(url="http://x/y.png"), FilePart("text/plain", "aGk=", filename="n.txt"), FilePart(url="https://x/d.pdf")])],
+        messages=[
+            Message(
+                "user",
+                [
+                    ImagePart(url="data:image/jpeg;base64,/9j/4AAQ"),
+                    ImagePart(url="http://x/y.png"),
+                    FilePart("text/plain", "aGk=", filename="n.txt"),
+                    FilePart(url="https://x/d.pdf"),
+                ],
+            )
+        ],
     )
     content = build(req).body["messages"][0]["content"]
     assert content[0]["source"] == {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}
     assert content[1]["source"] == {"type": "url", "url": "http://x/y.png"}
-    assert content[2] == {"type": "document", "source": {"type": "base64", "media_type": "text/plain", "data": "aGk="}, "title": "n.txt"}
+    assert content[2] == {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "text/plain", "data": "aGk="},
+        "title": "n.txt",
+    }
     assert content[3]["source"] == {"type": "url", "url": "https://x/d.pdf"}
 
 
 def test_beta_header_only_from_anthropic_callers() -> None:
-    req = ChatRequest(model="m", messages=[Message("user", [TextPart("x")])], dialect="openai-chat", headers={"anthropic-beta": "x"})
+    req = ChatRequest(
+        model="m", messages=[Message("user", [TextPart("x")])], dialect="openai-chat", headers={"anthropic-beta": "x"}
+    )
     assert build(req).headers == {}
 
 
@@ -262,7 +383,12 @@ def test_minimal_request_without_max_tokens() -> None:
     req = parse({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     assert req.max_tokens is None and req.stream is False
     body = build(req, default_max_tokens=1234).body
-    assert body == {"model": "claude-up", "max_tokens": 1234, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "stream": True}
+    assert body == {
+        "model": "claude-up",
+        "max_tokens": 1234,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "stream": True,
+    }
 
 
 BAD = [
@@ -275,9 +401,26 @@ BAD = [
     ({"model": "m", "messages": [{"role": "user"}]}, "messages[0].content"),
     ({"model": "m", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     ({"model": "m", "messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages[0].content[0].text"),
-    ({"model": "m", "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}]}, "messages[0].content[0].source.media_type"),
-    ({"model": "m", "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": "{}"}]}]}, "messages[0].content[0].input"),
-    ({"model": "m", "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}, "messages[0].content[0].tool_use_id"),
+    (
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}],
+        },
+        "messages[0].content[0].source.media_type",
+    ),
+    (
+        {
+            "model": "m",
+            "messages": [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": "{}"}]}
+            ],
+        },
+        "messages[0].content[0].input",
+    ),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]},
+        "messages[0].content[0].tool_use_id",
+    ),
     ({"model": "m", "messages": [], "max_tokens": "10"}, "max_tokens"),
     ({"model": "m", "messages": [], "max_tokens": 0}, "max_tokens"),
     ({"model": "m", "messages": [], "temperature": "hot"}, "temperature"),

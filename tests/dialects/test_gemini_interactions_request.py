@@ -6,11 +6,21 @@ import json
 
 import pytest
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import BuildOptions, RequestMeta
 from gateway.dialects.gemini_interactions import CODEC
 from gateway.errors import GatewayError
-from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolChoice, ToolResultPart
+from gateway.ir import (
+    ChatRequest,
+    FilePart,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolChoice,
+    ToolResultPart,
+)
 
 META = RequestMeta()
 
@@ -24,12 +34,28 @@ def test_input_string_block_and_content_list():
     assert r.messages == [Message("user", [TextPart("hello")])] and r.store is True and r.stream is False
     r = parse({"model": "m", "input": {"type": "text", "text": "hi"}, "stream": True, "store": False})
     assert r.messages == [Message("user", [TextPart("hi")])] and r.stream and r.store is False
-    r = parse({"model": "m", "input": [{"type": "text", "text": "look"}, {"type": "image", "data": "AAAA", "mime_type": "image/png"}, {"type": "document", "uri": "gs://b/x.pdf", "mime_type": "application/pdf"}]})
-    assert r.messages == [Message("user", [TextPart("look"), ImagePart("image/png", "AAAA"), FilePart("application/pdf", None, "gs://b/x.pdf")])]
+    r = parse(
+        {
+            "model": "m",
+            "input": [
+                {"type": "text", "text": "look"},
+                {"type": "image", "data": "AAAA", "mime_type": "image/png"},
+                {"type": "document", "uri": "gs://b/x.pdf", "mime_type": "application/pdf"},
+            ],
+        }
+    )
+    assert r.messages == [
+        Message(
+            "user",
+            [TextPart("look"), ImagePart("image/png", "AAAA"), FilePart("application/pdf", None, "gs://b/x.pdf")],
+        )
+    ]
 
 
 def test_python_sdk_wire_form():
-    r = parse({"model": "m", "input": [{"type": "user_input", "content": [{"type": "text", "text": "hi"}]}], "stream": True})
+    r = parse(
+        {"model": "m", "input": [{"type": "user_input", "content": [{"type": "text", "text": "hi"}]}], "stream": True}
+    )
     assert r.messages == [Message("user", [TextPart("hi")])] and r.stream
 
 
@@ -44,9 +70,13 @@ def test_steps_history():
             {"type": "thought", "signature": sig_foreign},
             {"type": "model_output", "content": [{"type": "text", "text": "Let me check."}]},
             {"type": "function_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}},
-            {"type": "function_result", "call_id": "call_1", "name": "get_weather", "result": "{\"temp_c\": 18}"},
+            {"type": "function_result", "call_id": "call_1", "name": "get_weather", "result": '{"temp_c": 18}'},
             {"type": "function_result", "call_id": "call_2", "result": {"ok": True}, "is_error": True},
-            {"type": "function_result", "call_id": "call_3", "result": [{"type": "text", "text": "a"}, {"type": "image", "uri": "https://x/y.png"}]},
+            {
+                "type": "function_result",
+                "call_id": "call_3",
+                "result": [{"type": "text", "text": "a"}, {"type": "image", "uri": "https://x/y.png"}],
+            },
             {"type": "function_result", "call_id": "call_4", "result": {"content": [{"type": "text", "text": "b"}]}},
             {"type": "google_search_call", "id": "s1", "arguments": {"queries": ["x"]}},
         ],
@@ -71,7 +101,12 @@ def test_tools_config_and_extras():
         "model": "m",
         "input": "x",
         "tools": [
-            {"type": "function", "name": "get_weather", "description": "d", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            {
+                "type": "function",
+                "name": "get_weather",
+                "description": "d",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
             {"type": "google_search"},
         ],
         "generation_config": {
@@ -101,9 +136,23 @@ def test_tools_config_and_extras():
     assert ex["tools"] == [{"type": "google_search"}] and ex["generation_config"] == {"seed": 7}
     assert ex["service_tier"] == "flex" and ex["brand_new_field"] == 1
     # the older schema-as-response_format form and mime-only JSON
-    assert parse({"model": "m", "input": "x", "response_format": {"type": "object", "properties": {}}, "response_mime_type": "application/json"}).response_format["type"] == "json_schema"
-    assert parse({"model": "m", "input": "x", "response_mime_type": "application/json"}).response_format == {"type": "json"}
-    assert parse({"model": "m", "input": "x", "generation_config": {"tool_choice": "any"}}).tool_choice == ToolChoice("required")
+    assert (
+        parse(
+            {
+                "model": "m",
+                "input": "x",
+                "response_format": {"type": "object", "properties": {}},
+                "response_mime_type": "application/json",
+            }
+        ).response_format["type"]
+        == "json_schema"
+    )
+    assert parse({"model": "m", "input": "x", "response_mime_type": "application/json"}).response_format == {
+        "type": "json"
+    }
+    assert parse({"model": "m", "input": "x", "generation_config": {"tool_choice": "any"}}).tool_choice == ToolChoice(
+        "required"
+    )
 
 
 def test_previous_interaction_without_input_and_agent():
@@ -132,9 +181,18 @@ def test_previous_interaction_without_input_and_agent():
         ({"model": "m", "input": "x", "system_instruction": {"parts": []}}, "system_instruction"),
         ({"model": "m", "input": "x", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"model": "m", "input": "x", "tools": {}}, "tools"),
-        ({"model": "m", "input": "x", "generation_config": {"max_output_tokens": "9"}}, "generation_config.max_output_tokens"),
-        ({"model": "m", "input": "x", "generation_config": {"thinking_level": "huge"}}, "generation_config.thinking_level"),
-        ({"model": "m", "input": "x", "generation_config": {"tool_choice": "sometimes"}}, "generation_config.tool_choice"),
+        (
+            {"model": "m", "input": "x", "generation_config": {"max_output_tokens": "9"}},
+            "generation_config.max_output_tokens",
+        ),
+        (
+            {"model": "m", "input": "x", "generation_config": {"thinking_level": "huge"}},
+            "generation_config.thinking_level",
+        ),
+        (
+            {"model": "m", "input": "x", "generation_config": {"tool_choice": "sometimes"}},
+            "generation_config.tool_choice",
+        ),
         ({"model": "m", "input": "x", "stream": "yes"}, "stream"),
         ({"model": "m", "input": "x", "store": 1}, "store"),
     ],
@@ -171,7 +229,15 @@ def test_build_request_steps_form():
         stop=["X"],
         tool_choice=ToolChoice("required"),
         response_format={"type": "json_schema", "schema": {"type": "object"}},
-        extras={"gemini-interactions": {"previous_interaction_id": "v1_p", "background": True, "tools": [{"type": "google_search"}], "generation_config": {"seed": 3}, "service_tier": "flex"}},
+        extras={
+            "gemini-interactions": {
+                "previous_interaction_id": "v1_p",
+                "background": True,
+                "tools": [{"type": "google_search"}],
+                "generation_config": {"seed": 3},
+                "service_tier": "flex",
+            }
+        },
     )
     from gateway.ir import Thinking, Tool
 
@@ -180,20 +246,44 @@ def test_build_request_steps_form():
     call = CODEC.build_request(req, "gemini-3-flash-preview", BuildOptions())
     b = call.body
     assert call.path == "/v1beta/interactions" and call.method == "POST"
-    assert b["model"] == "gemini-3-flash-preview" and b["stream"] is True and b["store"] is True  # stored upstream so a dropped stream can be resumed by event id
+    assert (
+        b["model"] == "gemini-3-flash-preview" and b["stream"] is True and b["store"] is True
+    )  # stored upstream so a dropped stream can be resumed by event id
     assert "previous_interaction_id" not in b and "background" not in b and b["service_tier"] == "flex"
     assert b["system_instruction"] == "sys\n\nmore sys"
     assert b["input"] == [
-        {"type": "user_input", "content": [{"type": "text", "text": "Weather?"}, {"type": "image", "data": "AAAA", "mime_type": "image/png"}]},
+        {
+            "type": "user_input",
+            "content": [
+                {"type": "text", "text": "Weather?"},
+                {"type": "image", "data": "AAAA", "mime_type": "image/png"},
+            ],
+        },
         {"type": "thought", "signature": "c2ln"},
         {"type": "model_output", "content": [{"type": "text", "text": "Let me check."}]},
         {"type": "function_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}},
         {"type": "function_result", "call_id": "call_1", "name": "get_weather", "result": "18C"},
         {"type": "user_input", "content": [{"type": "text", "text": "thanks"}]},
     ]
-    assert b["tools"] == [{"type": "function", "name": "get_weather", "description": "d", "parameters": {"type": "object", "properties": {}}}, {"type": "google_search"}]
+    assert b["tools"] == [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "d",
+            "parameters": {"type": "object", "properties": {}},
+        },
+        {"type": "google_search"},
+    ]
     g = b["generation_config"]
-    assert g == {"max_output_tokens": 100, "temperature": 0.5, "stop_sequences": ["X"], "thinking_level": "low", "thinking_summaries": "auto", "tool_choice": "any", "seed": 3}
+    assert g == {
+        "max_output_tokens": 100,
+        "temperature": 0.5,
+        "stop_sequences": ["X"],
+        "thinking_level": "low",
+        "thinking_summaries": "auto",
+        "tool_choice": "any",
+        "seed": 3,
+    }
     assert b["response_format"] == {"type": "text", "mime_type": "application/json", "schema": {"type": "object"}}
     # the body is what the SDK's own request model accepts
     from google.genai._gaos.types.interactions.createmodelinteraction import CreateModelInteraction
@@ -213,7 +303,12 @@ def test_parse_build_round_trip():
             {"type": "function_result", "call_id": "c1", "name": "f", "result": "r"},
         ],
         "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
-        "generation_config": {"max_output_tokens": 5, "thinking_level": "high", "thinking_summaries": "none", "tool_choice": "none"},
+        "generation_config": {
+            "max_output_tokens": 5,
+            "thinking_level": "high",
+            "thinking_summaries": "none",
+            "tool_choice": "none",
+        },
     }
     b = CODEC.build_request(parse(body), "m", BuildOptions()).body
     assert b["input"] == body["input"] and b["system_instruction"] == "s" and b["tools"] == body["tools"]
@@ -222,10 +317,19 @@ def test_parse_build_round_trip():
 
 def test_decode_error_shapes():
     e = CODEC.decode_error(429, b'{"error": {"code": "resource_exhausted", "message": "quota"}}')
-    assert (e.kind, e.status, e.raw, e.message, e.origin) == ("rate_limit", 429, "resource_exhausted", "quota", "gemini-interactions")
+    assert (e.kind, e.status, e.raw, e.message, e.origin) == (
+        "rate_limit",
+        429,
+        "resource_exhausted",
+        "quota",
+        "gemini-interactions",
+    )
     assert CODEC.render_error(e) == (429, {"error": {"code": "resource_exhausted", "message": "quota"}})
     e = CODEC.decode_error(503, b'{"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}}')
     assert (e.kind, e.raw) == ("overloaded", "unavailable")
     e = CODEC.decode_error(500, b"<html>oops</html>")
     assert e.kind == "api_error" and "oops" in e.message
-    assert CODEC.render_error(GatewayError("overloaded", "x", 529)) == (503, {"error": {"code": "unavailable", "message": "x"}})
+    assert CODEC.render_error(GatewayError("overloaded", "x", 529)) == (
+        503,
+        {"error": {"code": "unavailable", "message": "x"}},
+    )

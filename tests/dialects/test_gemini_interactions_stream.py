@@ -11,13 +11,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.gemini_interactions import CODEC, event_id_for, parse_event_id
 from gateway.events import BlockStart, End, MessageStart, StreamError, TextDelta, Usage
+from gateway.framing.sse import SSEDecoder
 from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold
-from gateway.sse import SSEDecoder
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "captures" / "gemini-interactions"
@@ -77,7 +77,10 @@ def test_tool_call():
 def test_parallel_tool_calls():
     r = fold(decode_file("parallel_tool_calls"))
     assert r.text == ""
-    assert _calls(r) == [("call_p1", "get_weather", {"city": "Paris"}), ("call_p2", "get_time", {"timezone": "Europe/Paris"})]
+    assert _calls(r) == [
+        ("call_p1", "get_weather", {"city": "Paris"}),
+        ("call_p2", "get_time", {"timezone": "Europe/Paris"}),
+    ]
     assert r.end.reason == "tool_use"
     assert (r.usage.input, r.usage.output) == (60, 30)
 
@@ -110,7 +113,12 @@ def test_error_mid_stream():
     assert r.text == "Partial" and r.end is None
     err = events[-1]
     assert isinstance(err, StreamError)
-    assert (err.kind, err.status, err.raw, err.message) == ("overloaded", 503, "unavailable", "The model is overloaded.")
+    assert (err.kind, err.status, err.raw, err.message) == (
+        "overloaded",
+        503,
+        "unavailable",
+        "The model is overloaded.",
+    )
 
 
 @pytest.mark.parametrize("name", ["cut_mid_event", "no_terminator"])
@@ -139,18 +147,28 @@ def test_end_only_at_done():
 
 def test_unknown_and_malformed():
     dec = CODEC.stream_decoder()
-    from gateway.sse import SSEFrame
+    from gateway.framing.sse import SSEFrame
 
-    assert isinstance(dec.feed(SSEFrame('{"event_type":"interaction.created","interaction":{"id":"v1_x","status":"in_progress"}}', "interaction.created"))[0], MessageStart)
+    assert isinstance(
+        dec.feed(
+            SSEFrame(
+                '{"event_type":"interaction.created","interaction":{"id":"v1_x","status":"in_progress"}}',
+                "interaction.created",
+            )
+        )[0],
+        MessageStart,
+    )
     assert dec.feed(SSEFrame('{"event_type":"step.future","x":1}', "step.future")) == []
-    assert dec.feed(SSEFrame('{"event_type":"step.start","index":0,"step":{"type":"google_search_call","id":"s"}}')) == []
+    assert (
+        dec.feed(SSEFrame('{"event_type":"step.start","index":0,"step":{"type":"google_search_call","id":"s"}}')) == []
+    )
     assert dec.feed(SSEFrame('{"event_type":"step.delta","index":0,"delta":{"type":"image","data":"AA=="}}')) == []
     out = dec.feed(SSEFrame("{not json"))
     assert isinstance(out[0], StreamError) and out[0].kind == "bad_gateway"
 
 
 def test_failed_and_cancelled_statuses():
-    from gateway.sse import SSEFrame
+    from gateway.framing.sse import SSEFrame
 
     for status, kind in (("failed", "api_error"), ("cancelled", "cancelled")):
         dec = CODEC.stream_decoder()
@@ -184,7 +202,9 @@ def test_event_ids_every_event_and_parse_back():
         seqs.append(parse_event_id(obj["event_id"]))
     assert seqs == list(range(5, 5 + len(seqs)))
     assert json.loads(frames[0].data)["interaction"]["id"] == "v1_store1"
-    assert parse_event_id(event_id_for(42)) == 42 and parse_event_id("bogus") is None and parse_event_id("evt_x") is None
+    assert (
+        parse_event_id(event_id_for(42)) == 42 and parse_event_id("bogus") is None and parse_event_id("evt_x") is None
+    )
 
 
 def test_encoder_shapes():
@@ -197,7 +217,12 @@ def test_encoder_shapes():
     assert created["status"] == "in_progress" and created["model"] == "smart" and created["object"] == "interaction"
     starts = [d for k, d in frames if k == "step.start"]
     assert [s["index"] for s in starts] == [0, 1]
-    assert starts[1]["step"] == {"type": "function_call", "id": "call_weather_1", "name": "get_weather", "arguments": {}}
+    assert starts[1]["step"] == {
+        "type": "function_call",
+        "id": "call_weather_1",
+        "name": "get_weather",
+        "arguments": {},
+    }
     completed = frames[-2][1]["interaction"]
     assert completed["status"] == "requires_action"
     assert completed["usage"]["total_input_tokens"] == 50 and completed["usage"]["total_output_tokens"] == 20
@@ -207,7 +232,11 @@ def test_thinking_usage_and_foreign_signature():
     events = decode_file("thinking")
     body = encode(events, ctx(upstream="anthropic"))
     objs = [json.loads(f.data) for f in SSEDecoder().feed(body) if f.data != "[DONE]"]
-    sig = [o["delta"]["signature"] for o in objs if o.get("event_type") == "step.delta" and o["delta"]["type"] == "thought_signature"]
+    sig = [
+        o["delta"]["signature"]
+        for o in objs
+        if o.get("event_type") == "step.delta" and o["delta"]["type"] == "thought_signature"
+    ]
     assert sig == [signatures.pack("anthropic", "c2lnLWFiYzEyMw==")]
     usage = objs[-1]["interaction"]["usage"]
     assert (usage["total_output_tokens"], usage["total_thought_tokens"], usage["total_tokens"]) == (15, 25, 70)
@@ -217,7 +246,12 @@ def test_thinking_usage_and_foreign_signature():
 
 
 def test_error_event_and_keepalive():
-    events = [MessageStart("x", "m"), BlockStart(0, "text"), TextDelta(0, "Partial"), StreamError("overloaded", "busy", 503)]
+    events = [
+        MessageStart("x", "m"),
+        BlockStart(0, "text"),
+        TextDelta(0, "Partial"),
+        StreamError("overloaded", "busy", 503),
+    ]
     c = ctx(upstream="anthropic")
     enc = CODEC.stream_encoder(c)
     body = b"".join(enc.encode(e) for e in events)
@@ -231,14 +265,22 @@ def test_error_event_and_keepalive():
     assert json.loads(SSEDecoder().feed(body)[-1].data)["error"]["code"] == "gateway_timeout"
 
 
-@pytest.mark.parametrize("name", ["text", "tool_call", "parallel_tool_calls", "thinking", "max_tokens", "long_500", "tool_result_turn"])
+@pytest.mark.parametrize(
+    "name", ["text", "tool_call", "parallel_tool_calls", "thinking", "max_tokens", "long_500", "tool_result_turn"]
+)
 def test_encode_decode_round_trip(name):
     events = decode_file(name)
     again = fold(decode_bytes(encode(events, ctx())))
     orig = fold(events)
-    assert [(b.kind, b.text, b.id, b.name, b.signature) for b in again.blocks] == [(b.kind, b.text, b.id, b.name, b.signature) for b in orig.blocks]
+    assert [(b.kind, b.text, b.id, b.name, b.signature) for b in again.blocks] == [
+        (b.kind, b.text, b.id, b.name, b.signature) for b in orig.blocks
+    ]
     assert again.end == orig.end
-    assert (again.usage.input, again.usage.output, again.usage.cache_read) == (orig.usage.input, orig.usage.output, orig.usage.cache_read)
+    assert (again.usage.input, again.usage.output, again.usage.cache_read) == (
+        orig.usage.input,
+        orig.usage.output,
+        orig.usage.cache_read,
+    )
 
 
 # --------------------------------------------------------------------------- the official SDK
@@ -271,7 +313,9 @@ class _Server:
 
         return genai.Client(
             api_key="k",
-            http_options=types.HttpOptions(base_url=f"http://127.0.0.1:{self.srv.server_port}", retry_options=types.HttpRetryOptions(attempts=1)),
+            http_options=types.HttpOptions(
+                base_url=f"http://127.0.0.1:{self.srv.server_port}", retry_options=types.HttpRetryOptions(attempts=1)
+            ),
         )
 
 
@@ -288,7 +332,16 @@ def _strict(obj, typ):
     return unmarshal(obj, typ)  # no unknown union variants allowed
 
 
-@pytest.mark.parametrize("name,upstream", [("text", "gemini-interactions"), ("tool_call", "openai-chat"), ("parallel_tool_calls", "anthropic"), ("thinking", "anthropic"), ("max_tokens", "gemini")])
+@pytest.mark.parametrize(
+    "name,upstream",
+    [
+        ("text", "gemini-interactions"),
+        ("tool_call", "openai-chat"),
+        ("parallel_tool_calls", "anthropic"),
+        ("thinking", "anthropic"),
+        ("max_tokens", "gemini"),
+    ],
+)
 def test_sdk_stream(server, name, upstream):
     from google.genai._gaos.types.interactions.interactionsseevent import InteractionSSEEvent
 
@@ -312,7 +365,9 @@ def test_sdk_stream(server, name, upstream):
     for e in got:
         if e.event_type == "step.delta" and e.delta.type == "arguments_delta":
             args[e.index] = args.get(e.index, "") + e.delta.arguments
-    assert [json.loads(a) for a in args.values()] == [json.loads(b.arguments) for b in ref.blocks if b.kind == "tool_call"]
+    assert [json.loads(a) for a in args.values()] == [
+        json.loads(b.arguments) for b in ref.blocks if b.kind == "tool_call"
+    ]
     final = got[-1].interaction
     assert final.status == {"stop": "completed", "tool_use": "requires_action", "length": "incomplete"}[ref.end.reason]
     assert final.model == "smart" and final.usage.total_input_tokens == ref.usage.input
@@ -320,13 +375,27 @@ def test_sdk_stream(server, name, upstream):
 
 def test_sdk_stream_error_event(server):
     server.status, server.ctype = 200, "text/event-stream"
-    server.body = encode([MessageStart("x", "m"), BlockStart(0, "text"), TextDelta(0, "Partial"), StreamError("rate_limit", "slow down", 429)], ctx(upstream="openai-chat"))
+    server.body = encode(
+        [
+            MessageStart("x", "m"),
+            BlockStart(0, "text"),
+            TextDelta(0, "Partial"),
+            StreamError("rate_limit", "slow down", 429),
+        ],
+        ctx(upstream="openai-chat"),
+    )
     client = server.client()
     got = list(client.interactions.create(model="m", input="hi", stream=True))
-    assert got[-1].event_type == "error" and got[-1].error.code == "resource_exhausted" and got[-1].error.message == "slow down"
+    assert (
+        got[-1].event_type == "error"
+        and got[-1].error.code == "resource_exhausted"
+        and got[-1].error.message == "slow down"
+    )
 
 
-@pytest.mark.parametrize("name,upstream", [("text", "gemini-interactions"), ("tool_call", "anthropic"), ("thinking", "anthropic")])
+@pytest.mark.parametrize(
+    "name,upstream", [("text", "gemini-interactions"), ("tool_call", "anthropic"), ("thinking", "anthropic")]
+)
 def test_sdk_whole(server, name, upstream):
     from google.genai._gaos.types.interactions.interaction import Interaction
 
@@ -340,7 +409,9 @@ def test_sdk_whole(server, name, upstream):
     assert it.id == "v1_abc" and it.model == "smart"
     assert it.status == {"stop": "completed", "tool_use": "requires_action"}[ref.end.reason]
     assert (it.output_text or "") == (ref.blocks[-1].text if ref.blocks[-1].kind == "text" else (it.output_text or ""))
-    assert [s.type for s in it.steps] == [{"text": "model_output", "thinking": "thought", "tool_call": "function_call"}[b.kind] for b in ref.blocks]
+    assert [s.type for s in it.steps] == [
+        {"text": "model_output", "thinking": "thought", "tool_call": "function_call"}[b.kind] for b in ref.blocks
+    ]
     # and our own decoder reads the resource back
     again = fold(CODEC.decode_whole(obj))
     norm = lambda r: [(b.kind, json.loads(b.text) if b.kind == "tool_call" else b.text, b.id, b.name) for b in r.blocks]  # noqa: E731
@@ -353,7 +424,10 @@ def test_sdk_http_errors(server):
 
     from gateway.errors import GatewayError, invalid
 
-    for err, cls in ((invalid("input: field required", param="input"), errs.BadRequestError), (GatewayError("rate_limit", "slow", 429), errs.RateLimitError)):
+    for err, cls in (
+        (invalid("input: field required", param="input"), errs.BadRequestError),
+        (GatewayError("rate_limit", "slow", 429), errs.RateLimitError),
+    ):
         status, body = CODEC.render_error(err)
         server.status, server.ctype, server.body = status, "application/json", orjson.dumps(body)
         client = server.client()
@@ -362,7 +436,10 @@ def test_sdk_http_errors(server):
         assert info.value.status_code == status
 
 
-@pytest.mark.parametrize("name,status,kind,code", [("error_429", 429, "rate_limit", "resource_exhausted"), ("error_500", 500, "api_error", "internal")])
+@pytest.mark.parametrize(
+    "name,status,kind,code",
+    [("error_429", 429, "rate_limit", "resource_exhausted"), ("error_500", 500, "api_error", "internal")],
+)
 def test_error_capture_bodies(name, status, kind, code):
     err = CODEC.decode_error(status, (CAPTURES / f"{name}.json").read_bytes())
     assert (err.kind, err.status, err.raw) == (kind, status, code) and err.message

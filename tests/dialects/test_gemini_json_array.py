@@ -55,7 +55,17 @@ def test_encoder_closes_the_array_even_with_nothing_in_it() -> None:
     out = enc.encode(StreamError("overloaded", "busy", 529))
     assert orjson.loads(out) == [{"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}}]
     enc = CODEC.stream_encoder(EncodeContext(model="m", upstream_dialect="anthropic", request=req))
-    out = b"".join(enc.encode(e) for e in [MessageStart("r1", "m"), BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b"), Usage(3, 2), End("stop")])
+    out = b"".join(
+        enc.encode(e)
+        for e in [
+            MessageStart("r1", "m"),
+            BlockStart(0, "text"),
+            TextDelta(0, "a"),
+            TextDelta(0, "b"),
+            Usage(3, 2),
+            End("stop"),
+        ]
+    )
     parsed = orjson.loads(out)
     assert [p["text"] for c in parsed for p in c["candidates"][0]["content"]["parts"]] == ["a", "b", ""]
     assert enc.encode(End("stop")) == b""
@@ -68,7 +78,7 @@ def test_an_upstream_answering_a_json_array_is_understood() -> None:
     import threading
     from pathlib import Path
 
-    from gateway.app import create_app
+    from gateway.server.app import create_app
     from gateway.settings import Settings
     from tests.support.callers import openai_client
     from tests.support.fake_upstream import ServerThread
@@ -81,7 +91,10 @@ def test_an_upstream_answering_a_json_array_is_understood() -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length:"))
         await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json; charset=UTF-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json; charset=UTF-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(payload), payload)
+        )
         await writer.drain()
         writer.close()
 
@@ -97,13 +110,19 @@ def test_an_upstream_answering_a_json_array_is_understood() -> None:
 
     threading.Thread(target=run, daemon=True).start()
     settings = Settings(
-        server={"access_log": False}, auth={"keys_env": ""}, store={"url": "sqlite://:memory:"},
-        providers=[{"name": "g", "dialect": "gemini", "base_url": f"http://127.0.0.1:{port}", "api_key": "k", "max_retries": 0}],
+        server={"access_log": False},
+        auth={"keys_env": ""},
+        store={"url": "sqlite://:memory:"},
+        providers=[
+            {"name": "g", "dialect": "gemini", "base_url": f"http://127.0.0.1:{port}", "api_key": "k", "max_retries": 0}
+        ],
         routes=[{"model": "*", "provider": "g"}],
     )
     try:
         with ServerThread(create_app(settings)) as server:
-            stream = openai_client(server.url).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+            stream = openai_client(server.url).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
             parts = list(stream)
             assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == HELLO
             assert [p.choices[0].finish_reason for p in parts if p.choices and p.choices[0].finish_reason] == ["stop"]

@@ -41,11 +41,19 @@ def sdk_request_body(**kwargs) -> dict:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        body = {"candidates": [{"content": {"parts": [{"text": "ok"}], "role": "model"}, "finishReason": "STOP", "index": 0}]}
+        body = {
+            "candidates": [
+                {"content": {"parts": [{"text": "ok"}], "role": "model"}, "finishReason": "STOP", "index": 0}
+            ]
+        }
         return httpx.Response(200, json=body)
 
-    client = genai.Client(api_key="x", http_options=types.HttpOptions(
-        base_url="http://gw.test", httpx_client=httpx.Client(transport=httpx.MockTransport(handler))))
+    client = genai.Client(
+        api_key="x",
+        http_options=types.HttpOptions(
+            base_url="http://gw.test", httpx_client=httpx.Client(transport=httpx.MockTransport(handler))
+        ),
+    )
     client.models.generate_content(**kwargs)
     assert "/models/gemini-2.5-flash:generateContent" in seen[0].url.path
     return orjson.loads(seen[0].content)
@@ -58,17 +66,45 @@ def test_parse_sdk_body_end_to_end():
         model="gemini-2.5-flash",
         contents=[
             types.Content(role="user", parts=[types.Part(text="Weather?")]),
-            types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(name="get_weather", args={"city": "Paris"}),
-                                                          thought_signature=b"\x12\x34sig")]),
-            types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(name="get_weather", response={"temp": 18}))]),
+            types.Content(
+                role="model",
+                parts=[
+                    types.Part(
+                        function_call=types.FunctionCall(name="get_weather", args={"city": "Paris"}),
+                        thought_signature=b"\x12\x34sig",
+                    )
+                ],
+            ),
+            types.Content(
+                role="user",
+                parts=[types.Part(function_response=types.FunctionResponse(name="get_weather", response={"temp": 18}))],
+            ),
         ],
         config=types.GenerateContentConfig(
             system_instruction="Be brief.",
-            temperature=0.5, top_p=0.9, top_k=40, max_output_tokens=100, stop_sequences=["END"],
-            tools=[types.Tool(function_declarations=[types.FunctionDeclaration(
-                name="get_weather", description="Weather",
-                parameters=types.Schema(type="OBJECT", properties={"city": types.Schema(type="STRING", nullable=True)}, required=["city"]))])],
-            tool_config=types.ToolConfig(function_calling_config=types.FunctionCallingConfig(mode="ANY", allowed_function_names=["get_weather"])),
+            temperature=0.5,
+            top_p=0.9,
+            top_k=40,
+            max_output_tokens=100,
+            stop_sequences=["END"],
+            tools=[
+                types.Tool(
+                    function_declarations=[
+                        types.FunctionDeclaration(
+                            name="get_weather",
+                            description="Weather",
+                            parameters=types.Schema(
+                                type="OBJECT",
+                                properties={"city": types.Schema(type="STRING", nullable=True)},
+                                required=["city"],
+                            ),
+                        )
+                    ]
+                )
+            ],
+            tool_config=types.ToolConfig(
+                function_calling_config=types.FunctionCallingConfig(mode="ANY", allowed_function_names=["get_weather"])
+            ),
             thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=1024),
             safety_settings=[types.SafetySetting(category="HARM_CATEGORY_HATE_SPEECH", threshold="BLOCK_NONE")],
         ),
@@ -85,7 +121,11 @@ def test_parse_sdk_body_end_to_end():
     result = req.messages[2].content[0]
     assert isinstance(result, ToolResultPart) and result.tool_call_id == "call_1" and result.name == "get_weather"
     assert orjson.loads(result.content[0].text) == {"temp": 18}
-    assert req.tools[0].parameters == {"type": "object", "properties": {"city": {"type": ["string", "null"]}}, "required": ["city"]}
+    assert req.tools[0].parameters == {
+        "type": "object",
+        "properties": {"city": {"type": ["string", "null"]}},
+        "required": ["city"],
+    }
     assert req.tool_choice == ToolChoice("tool", name="get_weather")
     assert req.thinking == Thinking(enabled=True, budget_tokens=1024, include_thoughts=True)
     assert "safetySettings" in req.extras["gemini"]
@@ -99,27 +139,50 @@ def test_parse_sdk_body_end_to_end():
 
 
 def test_parse_parts_and_ids():
-    req = parse({
-        "model": "ignored",
-        "systemInstruction": {"parts": [{"text": "sys"}]},
-        "contents": [
-            {"role": "user", "parts": [{"text": "hi"}, {"inlineData": {"mimeType": "image/png", "data": "AAAA"}},
-                                        {"inlineData": {"mimeType": "application/pdf", "data": "BBBB"}},
-                                        {"fileData": {"mimeType": "image/jpeg", "fileUri": "gs://b/x.jpg"}},
-                                        {"fileData": {"mimeType": "video/mp4", "fileUri": "https://x/v.mp4"}}]},
-            {"role": "model", "parts": [{"text": "thinking...", "thought": True, "thoughtSignature": "c2ln"},
-                                         {"functionCall": {"name": "a", "args": {}}},
-                                         {"functionCall": {"name": "b", "args": {"x": 1}, "id": "fc_b"}},
-                                         {"functionCall": {"name": "a", "args": {"y": 2}}}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "a", "response": {"r": 1}}},
-                                        {"functionResponse": {"name": "b", "response": {"error": "boom"}}},
-                                        {"functionResponse": {"name": "a", "response": {"r": 2}}}]},
-        ],
-    })
+    req = parse(
+        {
+            "model": "ignored",
+            "systemInstruction": {"parts": [{"text": "sys"}]},
+            "contents": [
+                {
+                    "role": "user",
+                    "parts": [
+                        {"text": "hi"},
+                        {"inlineData": {"mimeType": "image/png", "data": "AAAA"}},
+                        {"inlineData": {"mimeType": "application/pdf", "data": "BBBB"}},
+                        {"fileData": {"mimeType": "image/jpeg", "fileUri": "gs://b/x.jpg"}},
+                        {"fileData": {"mimeType": "video/mp4", "fileUri": "https://x/v.mp4"}},
+                    ],
+                },
+                {
+                    "role": "model",
+                    "parts": [
+                        {"text": "thinking...", "thought": True, "thoughtSignature": "c2ln"},
+                        {"functionCall": {"name": "a", "args": {}}},
+                        {"functionCall": {"name": "b", "args": {"x": 1}, "id": "fc_b"}},
+                        {"functionCall": {"name": "a", "args": {"y": 2}}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "parts": [
+                        {"functionResponse": {"name": "a", "response": {"r": 1}}},
+                        {"functionResponse": {"name": "b", "response": {"error": "boom"}}},
+                        {"functionResponse": {"name": "a", "response": {"r": 2}}},
+                    ],
+                },
+            ],
+        }
+    )
     assert req.model == "gemini-2.5-flash" and req.system[0].text == "sys"
     u = req.messages[0].content
     assert isinstance(u[1], ImagePart) and u[1].data == "AAAA" and isinstance(u[2], FilePart)
-    assert isinstance(u[3], ImagePart) and u[3].url == "gs://b/x.jpg" and isinstance(u[4], FilePart) and u[4].url.endswith("v.mp4")
+    assert (
+        isinstance(u[3], ImagePart)
+        and u[3].url == "gs://b/x.jpg"
+        and isinstance(u[4], FilePart)
+        and u[4].url.endswith("v.mp4")
+    )
     m = req.messages[1].content
     assert m[0] == ThinkingPart(text="thinking...", signature="c2ln", origin="gemini")
     assert [p.id for p in m[1:]] == ["call_1", "fc_b", "call_3"]
@@ -135,39 +198,87 @@ def test_parse_foreign_signature_unpacked():
 
 
 def test_parse_generation_config_variants():
-    req = parse({"contents": [{"parts": [{"text": "q"}]}], "generationConfig": {
-        "responseMimeType": "application/json", "responseSchema": {"type": "OBJECT", "properties": {"a": {"type": "STRING"}}},
-        "thinkingConfig": {"thinkingBudget": 0}, "seed": 7, "presencePenalty": 0.1}})
-    assert req.response_format == {"type": "json_schema", "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}
+    req = parse(
+        {
+            "contents": [{"parts": [{"text": "q"}]}],
+            "generationConfig": {
+                "responseMimeType": "application/json",
+                "responseSchema": {"type": "OBJECT", "properties": {"a": {"type": "STRING"}}},
+                "thinkingConfig": {"thinkingBudget": 0},
+                "seed": 7,
+                "presencePenalty": 0.1,
+            },
+        }
+    )
+    assert req.response_format == {
+        "type": "json_schema",
+        "schema": {"type": "object", "properties": {"a": {"type": "string"}}},
+    }
     assert req.thinking.enabled is False
     assert req.extras["gemini"]["generationConfig"] == {"seed": 7, "presencePenalty": 0.1}
-    req = parse({"contents": [{"parts": [{"text": "q"}]}], "generationConfig": {
-        "responseMimeType": "application/json", "responseJsonSchema": {"type": "object"}, "thinkingConfig": {"thinkingLevel": "LOW"}}})
+    req = parse(
+        {
+            "contents": [{"parts": [{"text": "q"}]}],
+            "generationConfig": {
+                "responseMimeType": "application/json",
+                "responseJsonSchema": {"type": "object"},
+                "thinkingConfig": {"thinkingLevel": "LOW"},
+            },
+        }
+    )
     assert req.response_format == {"type": "json_schema", "schema": {"type": "object"}}
     assert req.thinking.effort == "low" and req.thinking.enabled is True
-    req = parse({"contents": [{"parts": [{"text": "q"}]}], "generationConfig": {"thinkingConfig": {"thinkingBudget": -1}}})
+    req = parse(
+        {"contents": [{"parts": [{"text": "q"}]}], "generationConfig": {"thinkingConfig": {"thinkingBudget": -1}}}
+    )
     assert req.thinking.enabled is True and req.thinking.budget_tokens is None
-    req = parse({"contents": [{"parts": [{"text": "q"}]}], "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f"}]}],
-                 "toolConfig": {"functionCallingConfig": {"mode": "NONE"}}})
+    req = parse(
+        {
+            "contents": [{"parts": [{"text": "q"}]}],
+            "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f"}]}],
+            "toolConfig": {"functionCallingConfig": {"mode": "NONE"}},
+        }
+    )
     assert req.extras["gemini"]["tools"] == [{"googleSearch": {}}] and req.tools[0].name == "f"
     assert req.tool_choice.mode == "none"
 
 
-@pytest.mark.parametrize("body, field", [
-    ({}, "contents"),
-    ({"contents": []}, "contents"),
-    ({"contents": "hi"}, "contents"),
-    ({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, "contents[0].role"),
-    ({"contents": [{"role": "user"}]}, "contents[0].parts"),
-    ({"contents": [{"parts": [{"text": 5}]}]}, "contents[0].parts[0].text"),
-    ({"contents": [{"parts": [{"functionCall": {"args": {}}}]}]}, "contents[0].parts[0].functionCall.name"),
-    ({"contents": [{"parts": [{"inlineData": {"data": "x"}}]}]}, "contents[0].parts[0].inlineData.mimeType"),
-    ({"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"candidateCount": 2}}, "generationConfig.candidateCount"),
-    ({"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"maxOutputTokens": "9"}}, "generationConfig.maxOutputTokens"),
-    ({"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"temperature": "hot"}}, "generationConfig.temperature"),
-    ({"contents": [{"parts": [{"text": "x"}]}], "tools": [{"functionDeclarations": [{"description": "no name"}]}]}, "tools[0].functionDeclarations[0].name"),
-    ({"contents": [{"parts": [{"text": "x"}]}], "toolConfig": {"functionCallingConfig": {"mode": "SOMETIMES"}}}, "toolConfig"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "contents"),
+        ({"contents": []}, "contents"),
+        ({"contents": "hi"}, "contents"),
+        ({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, "contents[0].role"),
+        ({"contents": [{"role": "user"}]}, "contents[0].parts"),
+        ({"contents": [{"parts": [{"text": 5}]}]}, "contents[0].parts[0].text"),
+        ({"contents": [{"parts": [{"functionCall": {"args": {}}}]}]}, "contents[0].parts[0].functionCall.name"),
+        ({"contents": [{"parts": [{"inlineData": {"data": "x"}}]}]}, "contents[0].parts[0].inlineData.mimeType"),
+        (
+            {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"candidateCount": 2}},
+            "generationConfig.candidateCount",
+        ),
+        (
+            {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"maxOutputTokens": "9"}},
+            "generationConfig.maxOutputTokens",
+        ),
+        (
+            {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"temperature": "hot"}},
+            "generationConfig.temperature",
+        ),
+        (
+            {
+                "contents": [{"parts": [{"text": "x"}]}],
+                "tools": [{"functionDeclarations": [{"description": "no name"}]}],
+            },
+            "tools[0].functionDeclarations[0].name",
+        ),
+        (
+            {"contents": [{"parts": [{"text": "x"}]}], "toolConfig": {"functionCallingConfig": {"mode": "SOMETIMES"}}},
+            "toolConfig",
+        ),
+    ],
+)
 def test_parse_errors_are_gemini_400(body, field):
     with pytest.raises(GatewayError) as info:
         parse(body)
@@ -179,10 +290,26 @@ def test_parse_errors_are_gemini_400(body, field):
 
 
 def test_parse_accepts_snake_case_like_the_sdk_sends():
-    req = parse({"contents": [{"role": "user", "parts": [{"text": "q"}]}],
-                 "system_instruction": {"parts": [{"text": "s"}]},
-                 "tools": [{"function_declarations": [{"name": "f", "parameters_json_schema": {"type": "object", "properties": {"a_b": {"type": "string"}}}}]}],
-                 "generation_config": {"max_output_tokens": 5, "thinking_config": {"include_thoughts": True, "thinking_budget": 512}}})
+    req = parse(
+        {
+            "contents": [{"role": "user", "parts": [{"text": "q"}]}],
+            "system_instruction": {"parts": [{"text": "s"}]},
+            "tools": [
+                {
+                    "function_declarations": [
+                        {
+                            "name": "f",
+                            "parameters_json_schema": {"type": "object", "properties": {"a_b": {"type": "string"}}},
+                        }
+                    ]
+                }
+            ],
+            "generation_config": {
+                "max_output_tokens": 5,
+                "thinking_config": {"include_thoughts": True, "thinking_budget": 512},
+            },
+        }
+    )
     assert req.system[0].text == "s" and req.max_tokens == 5
     assert req.tools[0].parameters["properties"] == {"a_b": {"type": "string"}}  # property names untouched
     assert req.thinking == Thinking(enabled=True, budget_tokens=512, include_thoughts=True)
@@ -203,15 +330,34 @@ def test_build_contents_roles_system_and_results():
         messages=[
             Message("system", [TextPart("S2")]),
             Message("user", [TextPart("a")]),
-            Message("user", [TextPart("b"), ImagePart("image/png", data="AAAA"), ImagePart(url="https://x/y.png"),
-                             ImagePart(url="data:image/gif;base64,R0lG"), FilePart("application/pdf", url="gs://b/f.pdf")]),
-            Message("assistant", [ThinkingPart("thought text", signature="gsig", origin="gemini"), TextPart("calling"),
-                                  ThinkingPart("x", signature="anthropic-sig", origin="anthropic"),
-                                  ToolCallPart("toolu_1", "get_weather", '{"city":"Paris"}'),
-                                  ToolCallPart("toolu_2", "get_time", "")]),
-            Message("user", [ToolResultPart("toolu_1", [TextPart('{"temp": 18}')]),
-                             ToolResultPart("toolu_2", [TextPart("noon")]),
-                             ToolResultPart("toolu_3", [TextPart("bad")], is_error=True, name="other")]),
+            Message(
+                "user",
+                [
+                    TextPart("b"),
+                    ImagePart("image/png", data="AAAA"),
+                    ImagePart(url="https://x/y.png"),
+                    ImagePart(url="data:image/gif;base64,R0lG"),
+                    FilePart("application/pdf", url="gs://b/f.pdf"),
+                ],
+            ),
+            Message(
+                "assistant",
+                [
+                    ThinkingPart("thought text", signature="gsig", origin="gemini"),
+                    TextPart("calling"),
+                    ThinkingPart("x", signature="anthropic-sig", origin="anthropic"),
+                    ToolCallPart("toolu_1", "get_weather", '{"city":"Paris"}'),
+                    ToolCallPart("toolu_2", "get_time", ""),
+                ],
+            ),
+            Message(
+                "user",
+                [
+                    ToolResultPart("toolu_1", [TextPart('{"temp": 18}')]),
+                    ToolResultPart("toolu_2", [TextPart("noon")]),
+                    ToolResultPart("toolu_3", [TextPart("bad")], is_error=True, name="other"),
+                ],
+            ),
             Message("assistant", [TextPart("done"), ThinkingPart(signature="tail", origin="gemini")]),
         ],
     )
@@ -227,8 +373,13 @@ def test_build_contents_roles_system_and_results():
     assert c[0]["parts"][4] == {"inlineData": {"mimeType": "image/gif", "data": "R0lG"}}
     assert c[0]["parts"][5] == {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://b/f.pdf"}}
     model = c[1]["parts"]
-    assert model[0] == {"text": "calling", "thoughtSignature": "gsig"}  # signature on the NEXT part, thought text dropped
-    assert model[1] == {"functionCall": {"id": "toolu_1", "name": "get_weather", "args": {"city": "Paris"}}}  # foreign sig dropped
+    assert model[0] == {
+        "text": "calling",
+        "thoughtSignature": "gsig",
+    }  # signature on the NEXT part, thought text dropped
+    assert model[1] == {
+        "functionCall": {"id": "toolu_1", "name": "get_weather", "args": {"city": "Paris"}}
+    }  # foreign sig dropped
     assert model[2] == {"functionCall": {"id": "toolu_2", "name": "get_time", "args": {}}}
     results = c[2]["parts"]
     assert results[0] == {"functionResponse": {"id": "toolu_1", "name": "get_weather", "response": {"temp": 18}}}
@@ -238,26 +389,51 @@ def test_build_contents_roles_system_and_results():
 
 
 def test_build_tools_choice_thinking_format_extras():
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False,
-              "$schema": "http://json-schema.org/draft-07/schema#"}
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    }
     req = _req(
         messages=[Message("user", [TextPart("q")])],
         tools=[Tool("get_weather", "W", schema), Tool("noargs", None, {"type": "object", "properties": {}})],
         tool_choice=ToolChoice("tool", name="get_weather"),
-        max_tokens=50, temperature=0.2, top_p=0.8, top_k=20, stop=["X"],
+        max_tokens=50,
+        temperature=0.2,
+        top_p=0.8,
+        top_k=20,
+        stop=["X"],
         thinking=Thinking(enabled=True, effort="high"),
         response_format={"type": "json_schema", "schema": {"type": "object"}},
-        extras={"gemini": {"safetySettings": [{"category": "c"}], "generationConfig": {"seed": 1}, "tools": [{"googleSearch": {}}]}},
+        extras={
+            "gemini": {
+                "safetySettings": [{"category": "c"}],
+                "generationConfig": {"seed": 1},
+                "tools": [{"googleSearch": {}}],
+            }
+        },
     )
     body = CODEC.build_request(req, "gemini-2.5-flash", BuildOptions()).body
     decls = body["tools"][0]["functionDeclarations"]
-    assert decls[0] == {"name": "get_weather", "description": "W",
-                        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    assert decls[0] == {
+        "name": "get_weather",
+        "description": "W",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
     assert decls[1] == {"name": "noargs"}
     assert body["tools"][1] == {"googleSearch": {}}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}
     gen = body["generationConfig"]
-    assert (gen["maxOutputTokens"], gen["temperature"], gen["topP"], gen["topK"], gen["stopSequences"], gen["seed"]) == (50, 0.2, 0.8, 20, ["X"], 1)
+    assert (
+        gen["maxOutputTokens"],
+        gen["temperature"],
+        gen["topP"],
+        gen["topK"],
+        gen["stopSequences"],
+        gen["seed"],
+    ) == (50, 0.2, 0.8, 20, ["X"], 1)
     assert gen["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 24576}
     assert gen["responseMimeType"] == "application/json" and gen["responseJsonSchema"] == {"type": "object"}
     assert body["safetySettings"] == [{"category": "c"}]
@@ -267,27 +443,36 @@ def test_build_tools_choice_thinking_format_extras():
     # Gemini 3: effort becomes thinkingLevel; disabled thinking is budget 0
     g3 = CODEC.build_request(req, "gemini-3-pro-preview", BuildOptions()).body["generationConfig"]["thinkingConfig"]
     assert g3 == {"includeThoughts": True, "thinkingLevel": "high"}
-    off = CODEC.build_request(_req(messages=[Message("user", [TextPart("q")])], thinking=Thinking(enabled=False)), "g", BuildOptions())
+    off = CODEC.build_request(
+        _req(messages=[Message("user", [TextPart("q")])], thinking=Thinking(enabled=False)), "g", BuildOptions()
+    )
     assert off.body["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
 
 
-@pytest.mark.parametrize("choice, expected", [
-    (ToolChoice("auto"), {"mode": "AUTO"}),
-    (ToolChoice("none"), {"mode": "NONE"}),
-    (ToolChoice("required"), {"mode": "ANY"}),
-    (ToolChoice("required", allowed=["a", "b"]), {"mode": "ANY", "allowedFunctionNames": ["a", "b"]}),
-    (ToolChoice("auto", allowed=["a"]), {"mode": "VALIDATED", "allowedFunctionNames": ["a"]}),
-])
+@pytest.mark.parametrize(
+    "choice, expected",
+    [
+        (ToolChoice("auto"), {"mode": "AUTO"}),
+        (ToolChoice("none"), {"mode": "NONE"}),
+        (ToolChoice("required"), {"mode": "ANY"}),
+        (ToolChoice("required", allowed=["a", "b"]), {"mode": "ANY", "allowedFunctionNames": ["a", "b"]}),
+        (ToolChoice("auto", allowed=["a"]), {"mode": "VALIDATED", "allowedFunctionNames": ["a"]}),
+    ],
+)
 def test_build_tool_choice(choice, expected):
-    body = CODEC.build_request(_req(messages=[Message("user", [TextPart("q")])], tool_choice=choice), "g", BuildOptions()).body
+    body = CODEC.build_request(
+        _req(messages=[Message("user", [TextPart("q")])], tool_choice=choice), "g", BuildOptions()
+    ).body
     assert body["toolConfig"] == {"functionCallingConfig": expected}
 
 
 def test_build_recovers_result_name_from_history():
-    req = _req(messages=[
-        Message("assistant", [ToolCallPart("c9", "lookup", "{}")]),
-        Message("user", [ToolResultPart("c9", [TextPart("[1, 2]")])]),
-    ])
+    req = _req(
+        messages=[
+            Message("assistant", [ToolCallPart("c9", "lookup", "{}")]),
+            Message("user", [ToolResultPart("c9", [TextPart("[1, 2]")])]),
+        ]
+    )
     parts = CODEC.build_request(req, "g", BuildOptions()).body["contents"][1]["parts"]
     assert parts == [{"functionResponse": {"id": "c9", "name": "lookup", "response": {"result": "[1, 2]"}}}]
 
@@ -296,11 +481,32 @@ def test_parse_build_roundtrip_is_stable():
     body = {
         "contents": [
             {"role": "user", "parts": [{"text": "hi"}]},
-            {"role": "model", "parts": [{"functionCall": {"id": "g1", "name": "f", "args": {"a": [1, {"b": None}]}}, "thoughtSignature": "EqsG"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {
+                        "functionCall": {"id": "g1", "name": "f", "args": {"a": [1, {"b": None}]}},
+                        "thoughtSignature": "EqsG",
+                    }
+                ],
+            },
             {"role": "user", "parts": [{"functionResponse": {"id": "g1", "name": "f", "response": {"ok": True}}}]},
         ],
         "systemInstruction": {"parts": [{"text": "sys"}]},
-        "tools": [{"functionDeclarations": [{"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}}]}],
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": "f",
+                        "description": "d",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"a": {"type": "array", "items": {"type": "string"}}},
+                        },
+                    }
+                ]
+            }
+        ],
         "generationConfig": {"maxOutputTokens": 10, "temperature": 0.1},
         "cachedContent": "cachedContents/abc",
     }

@@ -12,6 +12,7 @@ from gateway.dialects.base import EncodeContext
 from gateway.dialects.gemini import CODEC
 from gateway.dialects.gemini.sigs import from_caller, to_caller
 from gateway.dialects.gemini.stream_decode import GeminiStreamDecoder
+from gateway.dialects.signatures import pack
 from gateway.errors import GatewayError
 from gateway.events import (
     BlockStart,
@@ -25,10 +26,9 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
+from gateway.framing.sse import SSEDecoder, SSEFrame
 from gateway.ir import ChatRequest, Thinking
 from gateway.reply import fold, unfold
-from gateway.signatures import pack
-from gateway.sse import SSEDecoder, SSEFrame
 from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,8 +51,6 @@ def decode_bytes(data: bytes, split: int | None = None):
 
 def decode_file(path: Path, split: int | None = None):
     return decode_bytes(path.read_bytes(), split)
-
-
 
 
 # -- captures-public (real recordings) ---------------------------------------------------------
@@ -92,7 +90,9 @@ def test_public_tool_call_gets_signed_thinking_first():
     reply = _public("tool-call.sse")
     assert [b.kind for b in reply.blocks] == ["thinking", "tool_call"]
     assert reply.blocks[0].signature.startswith("EqUCCqICAb4")
-    assert reply.blocks[1].name == "weather" and orjson.loads(reply.blocks[1].arguments) == {"location": "San Francisco"}
+    assert reply.blocks[1].name == "weather" and orjson.loads(reply.blocks[1].arguments) == {
+        "location": "San Francisco"
+    }
     assert reply.blocks[1].id.startswith("call_")
     assert reply.end.reason == "tool_use" and reply.end.raw_reason == "STOP"
 
@@ -130,6 +130,7 @@ def test_public_filters_and_malformed():
 
 # -- our captures (SCENARIOS.md answers) --------------------------------------------------------
 
+
 def cap(name):
     return fold(decode_file(CAPTURES / name))
 
@@ -150,7 +151,11 @@ def test_capture_tool_call():
     assert [b.kind for b in r.blocks] == ["text", "tool_call"]
     assert r.text == "Let me check."
     call = r.blocks[1]
-    assert (call.id, call.name, orjson.loads(call.arguments)) == ("call_weather_1", "get_weather", {"city": "Paris", "unit": "celsius"})
+    assert (call.id, call.name, orjson.loads(call.arguments)) == (
+        "call_weather_1",
+        "get_weather",
+        {"city": "Paris", "unit": "celsius"},
+    )
     assert r.end.reason == "tool_use" and usage_tuple(r.usage) == (50, None, 20, None)
 
 
@@ -186,17 +191,43 @@ def test_capture_long_500_usage_not_summed():
     assert usage_tuple(r.usage) == (30, None, 500, None)  # 500 chunks each carry usage: last wins
     usages = [e for e in events if isinstance(e, Usage)]
     assert len(usages) == 2  # the prompt's count at once, the final counts before End: never one per chunk
-    assert usages[0] == Usage(input=30) and events.index(usages[0]) < next(i for i, e in enumerate(events) if isinstance(e, BlockStart))
+    assert usages[0] == Usage(input=30) and events.index(usages[0]) < next(
+        i for i, e in enumerate(events) if isinstance(e, BlockStart)
+    )
 
 
 def test_prompt_tokens_go_out_with_the_first_chunk():
     """The first chunk's ``promptTokenCount`` is emitted before that chunk's blocks (the final usage
     still comes before End), so an encoder writing its start can show the input tokens."""
     decoder = GeminiStreamDecoder()
-    first = decoder.feed(SSEFrame(orjson.dumps({"candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}}], "usageMetadata": {"promptTokenCount": 7, "cachedContentTokenCount": 3, "candidatesTokenCount": 1}, "modelVersion": "m"}).decode()))
+    first = decoder.feed(
+        SSEFrame(
+            orjson.dumps(
+                {
+                    "candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}}],
+                    "usageMetadata": {"promptTokenCount": 7, "cachedContentTokenCount": 3, "candidatesTokenCount": 1},
+                    "modelVersion": "m",
+                }
+            ).decode()
+        )
+    )
     assert [type(e).__name__ for e in first] == ["MessageStart", "Usage", "BlockStart", "TextDelta"]
     assert first[1] == Usage(input=7, cache_read=3)
-    assert not any(isinstance(e, Usage) for e in decoder.feed(SSEFrame(orjson.dumps({"candidates": [{"content": {"parts": [{"text": "!"}], "role": "model"}, "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2}}).decode())))
+    assert not any(
+        isinstance(e, Usage)
+        for e in decoder.feed(
+            SSEFrame(
+                orjson.dumps(
+                    {
+                        "candidates": [
+                            {"content": {"parts": [{"text": "!"}], "role": "model"}, "finishReason": "STOP"}
+                        ],
+                        "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2},
+                    }
+                ).decode()
+            )
+        )
+    )
     last = decoder.close()
     assert [e for e in last if isinstance(e, Usage)] == [Usage(input=7, output=2)]
 
@@ -206,7 +237,12 @@ def test_capture_error_mid_stream():
     check_events(events)
     err = events[-1]
     assert isinstance(err, StreamError)
-    assert (err.kind, err.status, err.raw, err.message) == ("overloaded", 503, "UNAVAILABLE", "The model is overloaded.")
+    assert (err.kind, err.status, err.raw, err.message) == (
+        "overloaded",
+        503,
+        "UNAVAILABLE",
+        "The model is overloaded.",
+    )
     assert fold(events).text == "Partial"
 
 
@@ -222,10 +258,18 @@ def test_http_errors():
     assert (e429.kind, e429.status, e429.raw, e429.origin) == ("rate_limit", 429, "RESOURCE_EXHAUSTED", "gemini")
     e500 = CODEC.decode_error(500, (CAPTURES / "error_500.json").read_bytes())
     assert (e500.kind, e500.raw) == ("api_error", "INTERNAL")
-    assert CODEC.render_error(e429) == (429, {"error": {"code": 429, "message": e429.message, "status": "RESOURCE_EXHAUSTED"}})
-    status, body = CODEC.render_error(GatewayError("overloaded", "busy", 529, raw="overloaded_error", origin="anthropic"))
+    assert CODEC.render_error(e429) == (
+        429,
+        {"error": {"code": 429, "message": e429.message, "status": "RESOURCE_EXHAUSTED"}},
+    )
+    status, body = CODEC.render_error(
+        GatewayError("overloaded", "busy", 529, raw="overloaded_error", origin="anthropic")
+    )
     assert status == 503 and body["error"]["status"] == "UNAVAILABLE"
-    retry = CODEC.decode_error(429, b'[{"error":{"code":429,"message":"q","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}]')
+    retry = CODEC.decode_error(
+        429,
+        b'[{"error":{"code":429,"message":"q","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}]',
+    )
     assert retry.retry_after == 26.0 and retry.kind == "rate_limit"
     assert CODEC.decode_error(502, b"<html>bad</html>").kind == "api_error"
 
@@ -237,24 +281,48 @@ def test_malformed_json_frame_is_bad_gateway():
 
 # -- whole bodies ----------------------------------------------------------------------------
 
+
 def test_decode_whole_and_array_body():
     body = {
-        "candidates": [{"content": {"parts": [{"text": "hi"}, {"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "c2ln"}], "role": "model"}, "finishReason": "STOP", "index": 0}],
+        "candidates": [
+            {
+                "content": {
+                    "parts": [
+                        {"text": "hi"},
+                        {"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "c2ln"},
+                    ],
+                    "role": "model",
+                },
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
         "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3, "totalTokenCount": 8},
-        "modelVersion": "gemini-2.5-flash", "responseId": "r1",
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "r1",
     }
     r = fold(CODEC.decode_whole(body))
     assert [b.kind for b in r.blocks] == ["text", "thinking", "tool_call"] and r.end.reason == "tool_use"
     assert r.id == "r1" and r.usage.output == 3
-    r2 = fold(CODEC.decode_whole([{"candidates": [{"content": {"parts": [{"text": "a"}]}}]}, {"candidates": [{"content": {"parts": [{"text": "b"}]}, "finishReason": "STOP"}]}]))
+    r2 = fold(
+        CODEC.decode_whole(
+            [
+                {"candidates": [{"content": {"parts": [{"text": "a"}]}}]},
+                {"candidates": [{"content": {"parts": [{"text": "b"}]}, "finishReason": "STOP"}]},
+            ]
+        )
+    )
     assert r2.text == "ab" and r2.end.reason == "stop"
 
 
 # -- encoder → official SDK --------------------------------------------------------------------
 
+
 def ctx(upstream="anthropic", include_thoughts=True):
     thinking = Thinking(include_thoughts=True) if include_thoughts else None
-    return EncodeContext(model="my-gemini", upstream_dialect=upstream, request=ChatRequest(model="my-gemini", thinking=thinking))
+    return EncodeContext(
+        model="my-gemini", upstream_dialect=upstream, request=ChatRequest(model="my-gemini", thinking=thinking)
+    )
 
 
 def encode(events, upstream="anthropic"):
@@ -314,7 +382,13 @@ def test_sdk_parses_encoded_stream():
     last = chunks[-1]
     assert last.candidates[0].finish_reason.value == "STOP"
     u = last.usage_metadata
-    assert (u.prompt_token_count, u.candidates_token_count, u.thoughts_token_count, u.cached_content_token_count, u.total_token_count) == (30, 15, 25, 10, 70)
+    assert (
+        u.prompt_token_count,
+        u.candidates_token_count,
+        u.thoughts_token_count,
+        u.cached_content_token_count,
+        u.total_token_count,
+    ) == (30, 15, 25, 10, 70)
     assert last.model_version == "my-gemini" and last.response_id == "msg_1"
     # what we encode decodes back to the same answer (and the signature unpacks for its origin)
     back = fold(decode_bytes(data))
@@ -325,8 +399,14 @@ def test_sdk_parses_encoded_stream():
 async def test_sdk_async_stream_and_error_raises():
     from google.genai import errors
 
-    data = encode([MessageStart("m", "x"), BlockStart(0, "text"), TextDelta(0, "Partial"),
-                   StreamError("overloaded", "Overloaded", 503, "overloaded_error")])
+    data = encode(
+        [
+            MessageStart("m", "x"),
+            BlockStart(0, "text"),
+            TextDelta(0, "Partial"),
+            StreamError("overloaded", "Overloaded", 503, "overloaded_error"),
+        ]
+    )
     assert data.endswith(b'data: {"error":{"code":503,"message":"Overloaded","status":"UNAVAILABLE"}}\r\n\r\n')
     client = sdk_client(data)
     got = []
@@ -339,7 +419,9 @@ async def test_sdk_async_stream_and_error_raises():
 
 
 def test_error_keeps_gemini_status_for_gemini_upstream():
-    data = encode([MessageStart("m", "x"), StreamError("rate_limit", "quota", 429, "RESOURCE_EXHAUSTED")], upstream="gemini")
+    data = encode(
+        [MessageStart("m", "x"), StreamError("rate_limit", "quota", 429, "RESOURCE_EXHAUSTED")], upstream="gemini"
+    )
     assert orjson.loads(data[6:]) == {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}
 
 
@@ -352,12 +434,16 @@ def test_raw_finish_reason_kept_for_gemini_upstream():
     assert chunks[-1].usage_metadata.candidates_token_count == 16
 
 
-@pytest.mark.parametrize("name", ["text.sse", "tool_call.sse", "parallel_tool_calls.sse", "thinking.sse", "long_500.sse"])
+@pytest.mark.parametrize(
+    "name", ["text.sse", "tool_call.sse", "parallel_tool_calls.sse", "thinking.sse", "long_500.sse"]
+)
 def test_capture_reencode_roundtrip(name):
     events = decode_file(CAPTURES / name)
     again = fold(decode_bytes(encode(events, upstream="gemini")))
     first = fold(events)
-    assert [(b.kind, b.text, b.name, b.signature) for b in again.blocks] == [(b.kind, b.text, b.name, b.signature) for b in first.blocks]
+    assert [(b.kind, b.text, b.name, b.signature) for b in again.blocks] == [
+        (b.kind, b.text, b.name, b.signature) for b in first.blocks
+    ]
     assert usage_tuple(again.usage) == usage_tuple(first.usage) or (again.usage.output == first.usage.output)
     assert again.end.reason == first.end.reason
 
@@ -402,19 +488,37 @@ def test_partial_args_paths():
     from gateway.dialects.gemini.stream_decode import _apply_partial
 
     args: dict = {}
-    _apply_partial(args, [{"jsonPath": "$.q", "stringValue": "hel"}, {"jsonPath": "$.q", "stringValue": "lo"},
-                          {"jsonPath": "$.opts.n", "numberValue": 3}, {"jsonPath": "$.tags[1]", "stringValue": "b"},
-                          {"jsonPath": "$.tags[0]", "stringValue": "a"}, {"jsonPath": "$.flag", "boolValue": True},
-                          {"jsonPath": "$['odd key']", "nullValue": None}])
+    _apply_partial(
+        args,
+        [
+            {"jsonPath": "$.q", "stringValue": "hel"},
+            {"jsonPath": "$.q", "stringValue": "lo"},
+            {"jsonPath": "$.opts.n", "numberValue": 3},
+            {"jsonPath": "$.tags[1]", "stringValue": "b"},
+            {"jsonPath": "$.tags[0]", "stringValue": "a"},
+            {"jsonPath": "$.flag", "boolValue": True},
+            {"jsonPath": "$['odd key']", "nullValue": None},
+        ],
+    )
     assert args == {"q": "hello", "opts": {"n": 3}, "tags": ["a", "b"], "flag": True, "odd key": None}
 
 
 def test_signature_only_block_goes_back_on_the_function_call():
-    events = [MessageStart("r", "m"), BlockStart(0, "thinking"), SignatureDelta(0, "EqSIG"), BlockStop(0),
-              BlockStart(1, "tool_call", "c1", "f"), ToolArgsDelta(1, "{}"), BlockStop(1), End("tool_use", "STOP")]
+    events = [
+        MessageStart("r", "m"),
+        BlockStart(0, "thinking"),
+        SignatureDelta(0, "EqSIG"),
+        BlockStop(0),
+        BlockStart(1, "tool_call", "c1", "f"),
+        ToolArgsDelta(1, "{}"),
+        BlockStop(1),
+        End("tool_use", "STOP"),
+    ]
     data = encode(events, upstream="gemini")
     first = orjson.loads(data.split(b"\r\n\r\n")[0][6:])
-    assert first["candidates"][0]["content"]["parts"] == [{"functionCall": {"id": "c1", "name": "f", "args": {}}, "thoughtSignature": "EqSIG"}]
+    assert first["candidates"][0]["content"]["parts"] == [
+        {"functionCall": {"id": "c1", "name": "f", "args": {}}, "thoughtSignature": "EqSIG"}
+    ]
     last = orjson.loads(data.split(b"\r\n\r\n")[-2][6:])
     assert last["candidates"][0]["finishReason"] == "STOP"
     assert last["usageMetadata"] == {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}
@@ -423,11 +527,18 @@ def test_signature_only_block_goes_back_on_the_function_call():
 def test_thought_text_only_for_include_thoughts():
     # Gemini returns thought parts only when thinkingConfig.includeThoughts is true; the
     # signature still reaches the caller, on the next part.
-    assert b"Let me think." in b"".join(CODEC.stream_encoder(ctx(include_thoughts=False)).encode(e) for e in SAMPLE)  # Anthropic: kept
+    assert b"Let me think." in b"".join(
+        CODEC.stream_encoder(ctx(include_thoughts=False)).encode(e) for e in SAMPLE
+    )  # Anthropic: kept
     enc = CODEC.stream_encoder(ctx("gemini", include_thoughts=False))
     data = b"".join(enc.encode(e) for e in SAMPLE)
     assert b"Let me think." not in data and b'"thought":true' not in data
-    parts = [p for line in data.split(b"\r\n\r\n") if line for p in orjson.loads(line[6:])["candidates"][0]["content"]["parts"]]
+    parts = [
+        p
+        for line in data.split(b"\r\n\r\n")
+        if line
+        for p in orjson.loads(line[6:])["candidates"][0]["content"]["parts"]
+    ]
     assert parts[0]["text"] == "Hello " and parts[0]["thoughtSignature"]
     from gateway.dialects.gemini.whole import encode_whole
     from gateway.reply import fold

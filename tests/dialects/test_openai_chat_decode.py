@@ -10,8 +10,8 @@ import pytest
 from gateway.dialects.openai_chat import CODEC
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, BlockStop, End, MessageStart, StreamError, TextDelta, ToolArgsDelta, Usage
+from gateway.framing.sse import SSEDecoder, SSEFrame
 from gateway.reply import fold
-from gateway.sse import SSEDecoder, SSEFrame
 from tests.support.event_contract import check_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +36,6 @@ def decode_bytes(body: bytes, split: int | None = None):
 
 def decode_file(path: Path, split: int | None = None):
     return decode_bytes(path.read_bytes(), split)
-
-
 
 
 public_files = sorted(PUBLIC.glob("*.sse")) if PUBLIC.is_dir() else []
@@ -190,14 +188,18 @@ def test_capture_truncation(name: str) -> None:
 
 def test_no_done_after_finish_reason_is_truncated() -> None:
     dec = CODEC.stream_decoder()
-    out = dec.feed(SSEFrame('{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}'))
+    out = dec.feed(
+        SSEFrame('{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}')
+    )
     assert not any(isinstance(e, End) for e in out)
     assert isinstance(dec.close()[0], StreamError)
 
 
 def test_malformed_json_and_unknown_fields() -> None:
     dec = CODEC.stream_decoder()
-    events = dec.feed(SSEFrame('{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"x","weird":1}}],"new_field":2}'))
+    events = dec.feed(
+        SSEFrame('{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"x","weird":1}}],"new_field":2}')
+    )
     assert isinstance(events[0], MessageStart)
     bad = dec.feed(SSEFrame("{not json"))
     assert isinstance(bad[0], StreamError) and bad[0].kind == "bad_gateway"
@@ -216,7 +218,11 @@ def test_reasoning_alias_and_missing_tool_index() -> None:
         events += dec.feed(SSEFrame(data))
     check_events(events)
     reply = fold(events)
-    assert [(b.kind, b.id, b.text) for b in reply.blocks] == [("thinking", None, "hmm"), ("tool_call", "a", "{}"), ("tool_call", "b", '{"x":1}')]
+    assert [(b.kind, b.id, b.text) for b in reply.blocks] == [
+        ("thinking", None, "hmm"),
+        ("tool_call", "a", "{}"),
+        ("tool_call", "b", '{"x":1}'),
+    ]
 
 
 # -- whole bodies and HTTP errors -------------------------------------------------------------
@@ -234,12 +240,19 @@ def test_decode_whole() -> None:
                     "role": "assistant",
                     "content": "ok",
                     "reasoning_content": "think",
-                    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}],
+                    "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+                    ],
                 },
                 "finish_reason": "tool_calls",
             }
         ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12, "prompt_tokens_details": {"cached_tokens": 2}},
+        "usage": {
+            "prompt_tokens": 5,
+            "completion_tokens": 7,
+            "total_tokens": 12,
+            "prompt_tokens_details": {"cached_tokens": 2},
+        },
     }
     events = CODEC.decode_whole(body)
     check_events(events)
@@ -271,16 +284,27 @@ def test_decode_error_text_body() -> None:
 def test_usage_on_content_chunks_states_the_prompt_early():
     """vLLM's ``continuous_usage_stats`` puts usage on every chunk: the prompt's count goes out
     with the first one (before its deltas), the final usage still right before End."""
-    def chunk(content, usage, finish=None):
-        return orjson.dumps({"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}], "usage": usage})
 
-    body = b"".join(
-        b"data: " + c + b"\n\n"
-        for c in (
-            chunk("Hel", {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}),
-            chunk("lo", {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}, "stop"),
+    def chunk(content, usage, finish=None):
+        return orjson.dumps(
+            {
+                "id": "c1",
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
+                "usage": usage,
+            }
         )
-    ) + b"data: [DONE]\n\n"
+
+    body = (
+        b"".join(
+            b"data: " + c + b"\n\n"
+            for c in (
+                chunk("Hel", {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}),
+                chunk("lo", {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}, "stop"),
+            )
+        )
+        + b"data: [DONE]\n\n"
+    )
     events = decode_bytes(body)
     check_events(events)
     usages = [(i, e) for i, e in enumerate(events) if isinstance(e, Usage)]

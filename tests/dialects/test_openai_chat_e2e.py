@@ -8,7 +8,7 @@ import openai
 import orjson
 import pytest
 
-from gateway.app import create_app
+from gateway.server.app import create_app
 from gateway.settings import Settings
 from tests.support.fake_upstream import FakeUpstream, ServerThread
 
@@ -21,7 +21,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeUpst
     with ServerThread(fake) as up:
         db = tmp_path_factory.mktemp("state") / "state.db"
         settings = Settings(
-            providers=[{"name": "fake", "dialect": "openai-chat", "base_url": f"http://127.0.0.1:{up.port}/v1", "api_key": "sk-up", "max_retries": 0}],
+            providers=[
+                {
+                    "name": "fake",
+                    "dialect": "openai-chat",
+                    "base_url": f"http://127.0.0.1:{up.port}/v1",
+                    "api_key": "sk-up",
+                    "max_retries": 0,
+                }
+            ],
             store={"url": f"sqlite:///{db}"},
         )
         with ServerThread(create_app(settings)) as gw:
@@ -31,8 +39,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeUpst
 
 def test_stream_text(servers) -> None:
     fake, client = servers
-    chunks = list(client.chat.completions.create(model="fake/gpt--text", messages=MSGS, stream=True, stream_options={"include_usage": True}))
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello from the gateway. 你好 — ok!"
+    chunks = list(
+        client.chat.completions.create(
+            model="fake/gpt--text", messages=MSGS, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello from the gateway. 你好 — ok!"
+    )
     assert chunks[-1].usage.prompt_tokens == 30 and chunks[-1].usage.prompt_tokens_details.cached_tokens == 10
     assert all(c.model == "fake/gpt--text" for c in chunks)
     sent = fake.last("openai-chat").body

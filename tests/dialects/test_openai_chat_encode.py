@@ -31,7 +31,9 @@ MSGS = [{"role": "user", "content": "hi"}]
 
 
 def ctx(include_usage: bool = True, upstream: str = "anthropic") -> EncodeContext:
-    return EncodeContext(model="smart", upstream_dialect=upstream, request=ChatRequest(model="smart", include_usage=include_usage))
+    return EncodeContext(
+        model="smart", upstream_dialect=upstream, request=ChatRequest(model="smart", include_usage=include_usage)
+    )
 
 
 def encode(events, c: EncodeContext) -> bytes:
@@ -43,7 +45,12 @@ def client_for(body: bytes, status: int = 200, content_type: str = "text/event-s
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, headers={"content-type": content_type}, content=body)
 
-    return openai.OpenAI(base_url="http://gw.test/v1", api_key="x", max_retries=0, http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return openai.OpenAI(
+        base_url="http://gw.test/v1",
+        api_key="x",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
 
 
 TOOL_EVENTS = [
@@ -84,7 +91,9 @@ def test_sdk_stream_iteration_with_usage() -> None:
     assert chunks[-2].choices[0].finish_reason == "tool_calls"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Checking now."
-    reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content", "") for c in chunks if c.choices)
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content", "") for c in chunks if c.choices
+    )
     assert reasoning == "Let me think."
     # exactly one usage chunk
     assert sum(1 for c in chunks if c.usage is not None) == 1
@@ -151,14 +160,22 @@ def test_gemini_signature_on_the_tool_block_itself() -> None:
 
 
 def test_no_include_usage_has_no_usage_key() -> None:
-    body = encode([MessageStart("m", "x"), BlockStart(0, "text"), TextDelta(0, "hi"), BlockStop(0), Usage(1, 2), End("stop")], ctx(include_usage=False))
+    body = encode(
+        [MessageStart("m", "x"), BlockStart(0, "text"), TextDelta(0, "hi"), BlockStop(0), Usage(1, 2), End("stop")],
+        ctx(include_usage=False),
+    )
     assert b'"usage"' not in body
     chunks = list(client_for(body).chat.completions.create(model="smart", messages=MSGS, stream=True))
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_sdk_raises_on_in_stream_error() -> None:
-    events = [MessageStart("m", "x"), BlockStart(0, "text"), TextDelta(0, "Partial"), StreamError("overloaded", "Overloaded", 529, raw="overloaded_error")]
+    events = [
+        MessageStart("m", "x"),
+        BlockStart(0, "text"),
+        TextDelta(0, "Partial"),
+        StreamError("overloaded", "Overloaded", 529, raw="overloaded_error"),
+    ]
     body = encode(events, ctx(upstream="anthropic"))
     assert b"[DONE]" not in body
     seen = []
@@ -175,18 +192,27 @@ def test_same_dialect_error_keeps_raw_type() -> None:
     body = encode(events, ctx(upstream="openai-chat"))
     frame = body.rstrip().rsplit(b"\n\n", 1)[-1]
     assert orjson.loads(frame[6:]) == {
-        "error": {"message": "The server had an error while processing your request.", "type": "server_error", "param": None, "code": None}
+        "error": {
+            "message": "The server had an error while processing your request.",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
     }
 
 
-@pytest.mark.parametrize("name", ["text", "tool_call", "parallel_tool_calls", "thinking", "max_tokens", "long_500", "tool_result_turn"])
+@pytest.mark.parametrize(
+    "name", ["text", "tool_call", "parallel_tool_calls", "thinking", "max_tokens", "long_500", "tool_result_turn"]
+)
 def test_capture_reencode_round_trip(name: str) -> None:
     """capture → events → our bytes → our decoder: the same answer; and the SDK accepts the bytes."""
     events = decode_file(CAPTURES / f"{name}.sse")
     body = encode(events, ctx(upstream="openai-chat"))
     again = fold(decode_bytes(body))
     orig = fold(events)
-    assert [(b.kind, b.text, b.id, b.name) for b in again.blocks] == [(b.kind, b.text, b.id, b.name) for b in orig.blocks]
+    assert [(b.kind, b.text, b.id, b.name) for b in again.blocks] == [
+        (b.kind, b.text, b.id, b.name) for b in orig.blocks
+    ]
     assert again.end.raw_reason == orig.end.raw_reason and again.usage.output == orig.usage.output
     with client_for(body).chat.completions.stream(model="smart", messages=MSGS) as stream:
         if orig.end.raw_reason == "length":  # the SDK's helper refuses to parse a cut answer
@@ -229,7 +255,9 @@ def test_encode_whole_through_sdk() -> None:
 def test_encode_whole_text_only() -> None:
     reply = fold(decode_file(CAPTURES / "text.sse"))
     body = CODEC.encode_whole(reply, ctx(upstream="openai-chat"))
-    completion = client_for(orjson.dumps(body), content_type="application/json").chat.completions.create(model="smart", messages=MSGS)
+    completion = client_for(orjson.dumps(body), content_type="application/json").chat.completions.create(
+        model="smart", messages=MSGS
+    )
     assert completion.choices[0].message.content == "Hello from the gateway. 你好 — ok!"
     assert completion.choices[0].message.tool_calls is None
     assert completion.usage.prompt_tokens == 30 and completion.usage.total_tokens == 42
@@ -253,9 +281,18 @@ def test_encode_whole_text_only() -> None:
 def test_render_error_through_sdk(kind, status, exc, etype, code) -> None:
     rstatus, body = CODEC.render_error(GatewayError(kind, "boom", param="model" if kind == "invalid_request" else None))
     assert rstatus == status
-    assert body == {"error": {"message": "boom", "type": etype, "param": "model" if kind == "invalid_request" else None, "code": code}}
+    assert body == {
+        "error": {
+            "message": "boom",
+            "type": etype,
+            "param": "model" if kind == "invalid_request" else None,
+            "code": code,
+        }
+    }
     with pytest.raises(exc) as info:
-        client_for(orjson.dumps(body), status=rstatus, content_type="application/json").chat.completions.create(model="smart", messages=MSGS)
+        client_for(orjson.dumps(body), status=rstatus, content_type="application/json").chat.completions.create(
+            model="smart", messages=MSGS
+        )
     assert info.value.message.endswith("boom") or "boom" in str(info.value)
     assert info.value.code == code and info.value.type == etype
 

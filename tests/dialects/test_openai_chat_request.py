@@ -43,17 +43,33 @@ FULL = {
             "content": "Let me look.",
             "reasoning_content": "The user wants weather.",
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}},
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                },
                 {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
-        {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "12:"}, {"type": "text", "text": "00"}]},
+        {
+            "role": "tool",
+            "tool_call_id": "call_2",
+            "content": [{"type": "text", "text": "12:"}, {"type": "text", "text": "00"}],
+        },
         {"role": "system", "content": "Answer in French."},
         {"role": "user", "content": "Thanks"},
     ],
     "tools": [
-        {"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": True}},
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                "strict": True,
+            },
+        },
         {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}},
     ],
     "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
@@ -68,7 +84,10 @@ FULL = {
     "metadata": {"k": "v"},
     "store": True,
     "reasoning_effort": "low",
-    "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True}},
+    "response_format": {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True},
+    },
     "n": 1,
     "seed": 42,
     "logprobs": True,
@@ -107,7 +126,12 @@ def test_parse_full_request() -> None:
     assert (req.temperature, req.top_p, req.stop) == (0.5, 0.9, ["END"])
     assert req.stream and req.include_usage and req.user == "u-1" and req.metadata == {"k": "v"} and req.store
     assert req.thinking == Thinking(enabled=True, effort="low")
-    assert req.response_format == {"type": "json_schema", "schema": {"type": "object"}, "name": "answer", "strict": True}
+    assert req.response_format == {
+        "type": "json_schema",
+        "schema": {"type": "object"},
+        "name": "answer",
+        "strict": True,
+    }
     assert req.extras == {"openai-chat": {"seed": 42, "logprobs": True}}
 
 
@@ -124,7 +148,10 @@ def test_build_request() -> None:
     assert user[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     assert user[2] == {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     assert user[3] == {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
-    assert user[4] == {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}}
+    assert user[4] == {
+        "type": "file",
+        "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
+    }
     assert b["messages"][2] == {
         "role": "assistant",
         "content": "Let me look.",
@@ -143,7 +170,10 @@ def test_build_request() -> None:
     assert (b["temperature"], b["top_p"], b["stop"], b["user"]) == (0.5, 0.9, ["END"], "u-1")
     assert b["metadata"] == {"k": "v"} and b["store"] is True
     assert b["reasoning_effort"] == "low"
-    assert b["response_format"] == {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True}}
+    assert b["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True},
+    }
     assert b["seed"] == 42 and b["logprobs"] is True
     # parse(build(x)) keeps the conversation
     again = CODEC.parse_request({**b, "model": "gpt-4.1"}, META)
@@ -161,7 +191,10 @@ def test_build_from_other_dialect_ir() -> None:
         model="x",
         messages=[
             Message("user", [TextPart("hi")]),
-            Message("assistant", [ThinkingPart("secret", signature="sig", origin="anthropic"), ToolCallPart("toolu_1", "f", "")]),
+            Message(
+                "assistant",
+                [ThinkingPart("secret", signature="sig", origin="anthropic"), ToolCallPart("toolu_1", "f", "")],
+            ),
             Message("user", [ToolResultPart("toolu_1", [TextPart("ok")]), TextPart("and now?")]),
         ],
         thinking=Thinking(enabled=True, budget_tokens=20000),
@@ -171,7 +204,11 @@ def test_build_from_other_dialect_ir() -> None:
     b = CODEC.build_request(req, "gpt-5", BuildOptions()).body
     assert b["messages"] == [
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"},
         {"role": "user", "content": "and now?"},
     ]
@@ -181,13 +218,24 @@ def test_build_from_other_dialect_ir() -> None:
 
 
 def test_legacy_max_tokens_and_effort_none() -> None:
-    req = CODEC.parse_request({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 7, "reasoning_effort": "none", "response_format": {"type": "json_object"}}, META)
+    req = CODEC.parse_request(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x"}],
+            "max_tokens": 7,
+            "reasoning_effort": "none",
+            "response_format": {"type": "json_object"},
+        },
+        META,
+    )
     assert req.max_tokens == 7 and req.thinking == Thinking(enabled=False) and req.response_format == {"type": "json"}
     assert "reasoning_effort" not in CODEC.build_request(req, "m", BuildOptions()).body
 
 
 def test_system_only_leading_run_goes_to_system() -> None:
-    req = CODEC.parse_request({"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "developer", "content": "late"}]}, META)
+    req = CODEC.parse_request(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "developer", "content": "late"}]}, META
+    )
     assert req.system == [] and req.messages[1] == Message("system", [TextPart("late")])
 
 
@@ -203,21 +251,56 @@ BAD = [
     ({"model": "m", "messages": [{"role": "user"}]}, "messages[0].content"),
     ({"model": "m", "messages": [{"role": "user", "content": 3}]}, "messages[0].content"),
     ({"model": "m", "messages": [{"role": "user", "content": [{"type": "video"}]}]}, "messages[0].content[0].type"),
-    ({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content[0].image_url.url"),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+        "messages[0].content[0].image_url.url",
+    ),
     ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
-    ({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}]}, "messages[0].tool_calls[0].function.arguments"),
-    ({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}]}, "messages[0].tool_calls[0].id"),
+    (
+        {
+            "model": "m",
+            "messages": [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
+                }
+            ],
+        },
+        "messages[0].tool_calls[0].function.arguments",
+    ),
+    (
+        {
+            "model": "m",
+            "messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}],
+        },
+        "messages[0].tool_calls[0].id",
+    ),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature"),
-    ({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": "9"}, "max_completion_tokens"),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": "9"},
+        "max_completion_tokens",
+    ),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop"),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),
-    ({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
-    ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom", "custom": {}}]}, "tools[0].type"),
-    ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]}, "tools[0].function.name"),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": 1}},
+        "stream_options.include_usage",
+    ),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom", "custom": {}}]},
+        "tools[0].type",
+    ),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]},
+        "tools[0].function.name",
+    ),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "always"}, "tool_choice"),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"}, "reasoning_effort"),
-    ({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}, "response_format.type"),
+    (
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}},
+        "response_format.type",
+    ),
     ({"model": "m", "messages": [{"role": "user", "content": "x"}], "metadata": []}, "metadata"),
 ]
 
@@ -231,19 +314,28 @@ def test_bad_request_is_400_naming_the_field(body, param) -> None:
     assert err.param == param and param in err.message
     status, rendered = CODEC.render_error(err)
     assert status == 400
-    assert rendered == {"error": {"message": err.message, "type": "invalid_request_error", "param": param, "code": None}}
+    assert rendered == {
+        "error": {"message": err.message, "type": "invalid_request_error", "param": param, "code": None}
+    }
 
 
 def test_tool_result_images_follow_in_a_user_message() -> None:
     """A Chat tool message holds text only: the result's image comes right after, not lost."""
     from gateway.ir import ChatRequest, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 
-    req = ChatRequest(model="m", dialect="anthropic", messages=[
-        Message("user", [TextPart("look")]),
-        Message("assistant", [ToolCallPart("call_1", "screenshot", "{}")]),
-        Message("user", [ToolResultPart("call_1", [TextPart("here"), ImagePart("image/png", "iVBORw0KGgo=")])]),
-    ])
+    req = ChatRequest(
+        model="m",
+        dialect="anthropic",
+        messages=[
+            Message("user", [TextPart("look")]),
+            Message("assistant", [ToolCallPart("call_1", "screenshot", "{}")]),
+            Message("user", [ToolResultPart("call_1", [TextPart("here"), ImagePart("image/png", "iVBORw0KGgo=")])]),
+        ],
+    )
     messages = CODEC.build_request(req, "gpt-4.1", BuildOptions()).body["messages"]
     assert messages[2] == {"role": "tool", "tool_call_id": "call_1", "content": "here"}
     assert messages[3]["role"] == "user"
-    assert messages[3]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    assert messages[3]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+    }

@@ -9,8 +9,8 @@ import pytest
 
 from gateway.dialects.openai_responses import CODEC
 from gateway.events import End, MessageStart, SignatureDelta, StreamError, ThinkingDelta, Usage
+from gateway.framing.sse import SSEDecoder
 from gateway.reply import fold
-from gateway.sse import SSEDecoder
 from tests.support.event_contract import check_events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +28,6 @@ def decode_bytes(data: bytes, chunk: int = 0) -> tuple[list, bool]:
     clean = sse.close()
     events += dec.close()
     return events, clean
-
-
 
 
 PUBLIC_FILES = sorted(PUBLIC.glob("*.sse")) if PUBLIC.exists() else []
@@ -148,7 +146,11 @@ def test_own_max_tokens() -> None:
     events = own("max_tokens")
     check_events(events)
     r = fold(events)
-    assert r.text == "The answer is cut" and r.end == End("length", "max_output_tokens") and usage_of(events) == (30, 0, 16, 0)
+    assert (
+        r.text == "The answer is cut"
+        and r.end == End("length", "max_output_tokens")
+        and usage_of(events) == (30, 0, 16, 0)
+    )
 
 
 def test_own_error_mid_stream() -> None:
@@ -180,26 +182,57 @@ def test_error_jsons() -> None:
 
 
 def test_malformed_json_and_unknown_events() -> None:
-    from gateway.sse import SSEFrame
+    from gateway.framing.sse import SSEFrame
 
     dec = CODEC.stream_decoder()
-    out = dec.feed(SSEFrame('{"type":"response.created","response":{"id":"resp_1","model":"m"},"sequence_number":0}', "response.created"))
+    out = dec.feed(
+        SSEFrame(
+            '{"type":"response.created","response":{"id":"resp_1","model":"m"},"sequence_number":0}', "response.created"
+        )
+    )
     assert out == [MessageStart("resp_1", "m")]
-    assert dec.feed(SSEFrame('{"type":"response.brand_new_event","sequence_number":1}', "response.brand_new_event")) == []
+    assert (
+        dec.feed(SSEFrame('{"type":"response.brand_new_event","sequence_number":1}', "response.brand_new_event")) == []
+    )
     out = dec.feed(SSEFrame("{not json", "response.output_text.delta"))
     assert isinstance(out[-1], StreamError) and out[-1].kind == "bad_gateway"
     assert dec.close() == []
 
 
 def test_incomplete_content_filter_and_namespace_call() -> None:
-    from gateway.sse import SSEFrame
+    from gateway.framing.sse import SSEFrame
 
     dec = CODEC.stream_decoder()
     frames = [
         {"type": "response.created", "response": {"id": "resp_2", "model": "m"}},
-        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "exec", "namespace": "shell", "arguments": ""}},
-        {"type": "response.output_item.done", "output_index": 0, "item": {"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "exec", "namespace": "shell", "arguments": "{\"cmd\":\"ls\"}"}},
-        {"type": "response.incomplete", "response": {"id": "resp_2", "incomplete_details": {"reason": "content_filter"}, "usage": None}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {
+                "id": "fc_1",
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "exec",
+                "namespace": "shell",
+                "arguments": "",
+            },
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": {
+                "id": "fc_1",
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "exec",
+                "namespace": "shell",
+                "arguments": '{"cmd":"ls"}',
+            },
+        },
+        {
+            "type": "response.incomplete",
+            "response": {"id": "resp_2", "incomplete_details": {"reason": "content_filter"}, "usage": None},
+        },
     ]
     events = []
     for f in frames:
@@ -217,12 +250,14 @@ def test_decode_whole() -> None:
     r = fold(events)
     assert [b.kind for b in r.blocks] == ["thinking", "text"] and r.blocks[0].signature == "c2lnLWFiYzEyMw=="
     assert r.text == "Hi there!" and r.end.reason == "stop" and r.usage.reasoning == 25
-    failed = CODEC.decode_whole({"id": "resp_x", "status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []})
+    failed = CODEC.decode_whole(
+        {"id": "resp_x", "status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []}
+    )
     assert isinstance(failed[-1], StreamError) and failed[-1].raw == "server_error"
 
 
 def _feed_all(frames: list[dict]) -> list:
-    from gateway.sse import SSEFrame
+    from gateway.framing.sse import SSEFrame
 
     dec, events = CODEC.stream_decoder(), []
     for f in frames:
@@ -231,24 +266,89 @@ def _feed_all(frames: list[dict]) -> list:
 
 
 def test_multi_summary_parts_refusal_and_reasoning_text() -> None:
-    events = _feed_all([
-        {"type": "response.created", "response": {"id": "resp_3", "model": "o3"}},
-        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": []}},
-        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 0},
-        {"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "one"},
-        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 1},
-        {"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 1, "delta": "two"},
-        {"type": "response.output_item.done", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "E"}},
-        {"type": "response.output_item.added", "output_index": 1, "item": {"id": "rs_2", "type": "reasoning", "summary": []}},
-        {"type": "response.reasoning_text.delta", "item_id": "rs_2", "output_index": 1, "content_index": 0, "delta": "raw thought"},
-        {"type": "response.output_item.done", "output_index": 1, "item": {"id": "rs_2", "type": "reasoning", "summary": []}},
-        {"type": "response.output_item.added", "output_index": 2, "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}},
-        {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 2, "content_index": 0, "part": {"type": "refusal", "refusal": ""}},
-        {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 2, "content_index": 0, "delta": "I can't"},
-        {"type": "response.refusal.done", "item_id": "msg_1", "output_index": 2, "content_index": 0, "refusal": "I can't help."},
-        {"type": "response.output_item.done", "output_index": 2, "item": {"id": "msg_1", "type": "message", "content": []}},
-        {"type": "response.completed", "response": {"id": "resp_3", "usage": {"input_tokens": 1, "output_tokens": 2}}},
-    ])
+    events = _feed_all(
+        [
+            {"type": "response.created", "response": {"id": "resp_3", "model": "o3"}},
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"id": "rs_1", "type": "reasoning", "summary": []},
+            },
+            {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 0},
+            {
+                "type": "response.reasoning_summary_text.delta",
+                "item_id": "rs_1",
+                "output_index": 0,
+                "summary_index": 0,
+                "delta": "one",
+            },
+            {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0, "summary_index": 1},
+            {
+                "type": "response.reasoning_summary_text.delta",
+                "item_id": "rs_1",
+                "output_index": 0,
+                "summary_index": 1,
+                "delta": "two",
+            },
+            {
+                "type": "response.output_item.done",
+                "output_index": 0,
+                "item": {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "E"},
+            },
+            {
+                "type": "response.output_item.added",
+                "output_index": 1,
+                "item": {"id": "rs_2", "type": "reasoning", "summary": []},
+            },
+            {
+                "type": "response.reasoning_text.delta",
+                "item_id": "rs_2",
+                "output_index": 1,
+                "content_index": 0,
+                "delta": "raw thought",
+            },
+            {
+                "type": "response.output_item.done",
+                "output_index": 1,
+                "item": {"id": "rs_2", "type": "reasoning", "summary": []},
+            },
+            {
+                "type": "response.output_item.added",
+                "output_index": 2,
+                "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []},
+            },
+            {
+                "type": "response.content_part.added",
+                "item_id": "msg_1",
+                "output_index": 2,
+                "content_index": 0,
+                "part": {"type": "refusal", "refusal": ""},
+            },
+            {
+                "type": "response.refusal.delta",
+                "item_id": "msg_1",
+                "output_index": 2,
+                "content_index": 0,
+                "delta": "I can't",
+            },
+            {
+                "type": "response.refusal.done",
+                "item_id": "msg_1",
+                "output_index": 2,
+                "content_index": 0,
+                "refusal": "I can't help.",
+            },
+            {
+                "type": "response.output_item.done",
+                "output_index": 2,
+                "item": {"id": "msg_1", "type": "message", "content": []},
+            },
+            {
+                "type": "response.completed",
+                "response": {"id": "resp_3", "usage": {"input_tokens": 1, "output_tokens": 2}},
+            },
+        ]
+    )
     check_events(events)
     r = fold(events)
     assert [(b.kind, b.text, b.signature) for b in r.blocks] == [
@@ -260,10 +360,19 @@ def test_multi_summary_parts_refusal_and_reasoning_text() -> None:
 
 
 def test_error_event_then_failed_gives_one_error() -> None:
-    events = _feed_all([
-        {"type": "response.created", "response": {"id": "r", "model": "m"}},
-        {"type": "error", "code": "rate_limit_exceeded", "message": "slow", "param": None},
-        {"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"code": "rate_limit_exceeded", "message": "slow"}}},
-    ])
+    events = _feed_all(
+        [
+            {"type": "response.created", "response": {"id": "r", "model": "m"}},
+            {"type": "error", "code": "rate_limit_exceeded", "message": "slow", "param": None},
+            {
+                "type": "response.failed",
+                "response": {
+                    "id": "r",
+                    "status": "failed",
+                    "error": {"code": "rate_limit_exceeded", "message": "slow"},
+                },
+            },
+        ]
+    )
     assert sum(isinstance(e, StreamError) for e in events) == 1
     assert events[-1] == StreamError("rate_limit", "slow", 429, "rate_limit_exceeded")

@@ -11,6 +11,7 @@ import pytest
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.openai_responses import CODEC
+from gateway.dialects.signatures import pack
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -23,14 +24,24 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
+from gateway.framing.sse import SSEDecoder
 from gateway.ir import ChatRequest, Tool
 from gateway.reply import fold
-from gateway.signatures import pack
-from gateway.sse import SSEDecoder
 
 from .test_openai_responses_decode import OWN, decode_bytes
 
-SCENARIOS = ["text", "tool_call", "parallel_tool_calls", "tool_result_turn", "thinking", "max_tokens", "long_500", "error_mid_stream", "cut_mid_event", "no_terminator"]
+SCENARIOS = [
+    "text",
+    "tool_call",
+    "parallel_tool_calls",
+    "tool_result_turn",
+    "thinking",
+    "max_tokens",
+    "long_500",
+    "error_mid_stream",
+    "cut_mid_event",
+    "no_terminator",
+]
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -52,7 +63,12 @@ def client_for(body: bytes, content_type: str = "text/event-stream", status: int
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, content=body, headers={"content-type": content_type})
 
-    return openai.OpenAI(api_key="sk-test", base_url="http://gw.test/v1", max_retries=0, http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return openai.OpenAI(
+        api_key="sk-test",
+        base_url="http://gw.test/v1",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
 
 
 def scenario_events(name: str) -> list:
@@ -107,7 +123,13 @@ def test_sdk_text() -> None:
     resp = sdk_helper(data)
     assert resp.output_text == "Hello from the gateway. 你好 — ok!" and resp.status == "completed"
     u = resp.usage
-    assert (u.input_tokens, u.input_tokens_details.cached_tokens, u.output_tokens, u.output_tokens_details.reasoning_tokens, u.total_tokens) == (30, 10, 12, 0, 42)
+    assert (
+        u.input_tokens,
+        u.input_tokens_details.cached_tokens,
+        u.output_tokens,
+        u.output_tokens_details.reasoning_tokens,
+        u.total_tokens,
+    ) == (30, 10, 12, 0, 42)
     assert resp.model == "caller-model"
 
 
@@ -115,7 +137,9 @@ def test_sdk_tool_calls() -> None:
     resp = sdk_helper(encode(scenario_events("tool_call")))
     assert resp.output_text == "Let me check."
     calls = [o for o in resp.output if o.type == "function_call"]
-    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [("call_weather_1", "get_weather", {"city": "Paris", "unit": "celsius"})]
+    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
+        ("call_weather_1", "get_weather", {"city": "Paris", "unit": "celsius"})
+    ]
     resp = sdk_helper(encode(scenario_events("parallel_tool_calls")))
     assert [(o.call_id, o.name) for o in resp.output] == [("call_p1", "get_weather"), ("call_p2", "get_time")]
 
@@ -137,10 +161,16 @@ def test_sdk_interleaved_parallel_calls() -> None:
     ]
     data = encode(events, ctx("openai-chat"))
     resp = sdk_helper(data)
-    assert [(o.call_id, json.loads(o.arguments)) for o in resp.output] == [("call_a", {"city": "Paris"}), ("call_b", {"timezone": "UTC"})]
+    assert [(o.call_id, json.loads(o.arguments)) for o in resp.output] == [
+        ("call_a", {"city": "Paris"}),
+        ("call_b", {"timezone": "UTC"}),
+    ]
     # and our own decoder reads the encoded stream back to the same answer
     r = fold(decode_bytes(data)[0])
-    assert [(b.id, b.name, b.text) for b in r.blocks] == [("call_a", "get_weather", '{"city":"Paris"}'), ("call_b", "get_time", '{"timezone":"UTC"}')]
+    assert [(b.id, b.name, b.text) for b in r.blocks] == [
+        ("call_a", "get_weather", '{"city":"Paris"}'),
+        ("call_b", "get_time", '{"timezone":"UTC"}'),
+    ]
 
 
 def test_sdk_thinking_signatures() -> None:
@@ -159,7 +189,13 @@ def test_sdk_incomplete() -> None:
     kinds, final = sdk_stream(encode(scenario_events("max_tokens")))
     assert kinds[-1] == "response.incomplete" and final.status == "incomplete"
     assert final.incomplete_details.reason == "max_output_tokens" and final.output_text == "The answer is cut"
-    events = [MessageStart("m", "x"), BlockStart(0, "text"), TextDelta(0, "bad"), BlockStop(0), End("content_filter", "SAFETY")]
+    events = [
+        MessageStart("m", "x"),
+        BlockStart(0, "text"),
+        TextDelta(0, "bad"),
+        BlockStop(0),
+        End("content_filter", "SAFETY"),
+    ]
     kinds, final = sdk_stream(encode(events, ctx("gemini")))
     assert final.incomplete_details.reason == "content_filter"
 
@@ -205,7 +241,10 @@ def test_encode_whole_sdk() -> None:
     obj = CODEC.encode_whole(reply, c)
     resp = client_for(orjson.dumps(obj), "application/json").responses.create(model="caller-model", input="hi")
     assert resp.output_text == "Let me check." and resp.status == "completed" and resp.model == "caller-model"
-    assert resp.output[1].call_id == "call_weather_1" and json.loads(resp.output[1].arguments) == {"city": "Paris", "unit": "celsius"}
+    assert resp.output[1].call_id == "call_weather_1" and json.loads(resp.output[1].arguments) == {
+        "city": "Paris",
+        "unit": "celsius",
+    }
     assert resp.usage.input_tokens == 50 and resp.tools[0].name == "get_weather"
     # whole -> decode_whole round trip
     r = fold(CODEC.decode_whole(obj))
@@ -219,19 +258,45 @@ def test_namespace_restored_in_stream() -> None:
     body = {
         "model": "m",
         "input": "hi",
-        "tools": [{"type": "namespace", "name": "shell", "description": "d", "tools": [{"type": "function", "name": "exec", "parameters": {"type": "object"}}]}],
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "shell",
+                "description": "d",
+                "tools": [{"type": "function", "name": "exec", "parameters": {"type": "object"}}],
+            }
+        ],
     }
     req = CODEC.parse_request(body, None)  # type: ignore[arg-type]
     c = EncodeContext(model="m", upstream_dialect="anthropic", request=req)
-    events = [MessageStart("m", "x"), BlockStart(0, "tool_call", "toolu_1", "shell__exec"), ToolArgsDelta(0, "{}"), BlockStop(0), End("tool_use")]
+    events = [
+        MessageStart("m", "x"),
+        BlockStart(0, "tool_call", "toolu_1", "shell__exec"),
+        ToolArgsDelta(0, "{}"),
+        BlockStop(0),
+        End("tool_use"),
+    ]
     resp = sdk_helper(encode(events, c))
     assert (resp.output[0].name, resp.output[0].namespace) == ("exec", "shell")
 
 
 def test_thinking_from_chat_upstream_without_signature() -> None:
-    events = [MessageStart("m", "x"), BlockStart(0, "thinking"), ThinkingDelta(0, "hmm"), BlockStop(0), BlockStart(1, "text"), TextDelta(1, "ok"), BlockStop(1), End("stop")]
+    events = [
+        MessageStart("m", "x"),
+        BlockStart(0, "thinking"),
+        ThinkingDelta(0, "hmm"),
+        BlockStop(0),
+        BlockStart(1, "text"),
+        TextDelta(1, "ok"),
+        BlockStop(1),
+        End("stop"),
+    ]
     resp = sdk_helper(encode(events, ctx("openai-chat")))
-    assert resp.output[0].type == "reasoning" and resp.output[0].summary[0].text == "hmm" and resp.output[0].encrypted_content is None
+    assert (
+        resp.output[0].type == "reasoning"
+        and resp.output[0].summary[0].text == "hmm"
+        and resp.output[0].encrypted_content is None
+    )
     assert resp.output_text == "ok"
     events = [MessageStart("m", "x"), BlockStart(0, "thinking"), SignatureDelta(0, "sig"), BlockStop(0), End("stop")]
     fs = frames(encode(events, ctx("gemini")))

@@ -48,10 +48,14 @@ def test_node_sdk_matrix(gateway: Any) -> None:
     lines = proc.stdout.splitlines()
     summary = next((line for line in reversed(lines) if re.fullmatch(r"\d+ passed, \d+ failed", line)), None)
     failures = [line for line in lines if line.startswith("FAIL ")]
-    assert summary is not None, f"matrix.mjs printed no summary (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert summary is not None, (
+        f"matrix.mjs printed no summary (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    )
     passed = int(summary.split()[0])
     assert passed > 0, summary
-    assert not failures and proc.returncode == 0, f"{summary} (Node SDKs; node matrix.mjs {gateway.url}):\n" + "\n".join(failures)
+    assert not failures and proc.returncode == 0, (
+        f"{summary} (Node SDKs; node matrix.mjs {gateway.url}):\n" + "\n".join(failures)
+    )
 
 
 @pytest.mark.parametrize("upstream", ["anthropic", "openai-chat", "gemini"])
@@ -59,6 +63,9 @@ def test_node_interactions_stream_resumed_after_a_drop(gateway: Any, upstream: s
     node = _node()
     proc = subprocess.run(
         [node, str(HERE / "interactions_resume.mjs"), gateway.url, f"{upstream}--text"],
-        cwd=HERE, capture_output=True, text=True, timeout=120,
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.stdout.strip() == "OK Hello from the gateway. 你好 — ok!", proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -21,7 +21,14 @@ def aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     (empty / "config").write_text("")
     (empty / "credentials").write_text("")
     with pytest.MonkeyPatch.context() as mp:
-        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+        for name in (
+            "AWS_PROFILE",
+            "AWS_DEFAULT_PROFILE",
+            "AWS_ROLE_ARN",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        ):
             mp.delenv(name, raising=False)
         mp.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
         mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)

@@ -24,10 +24,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.app import create_app
 from gateway.dialects.base import UpstreamCall
 from gateway.platforms import ConfigError, check_platforms, platform_for
-from gateway.server_protocol import uvicorn_options
+from gateway.server.app import create_app
+from gateway.server.protocol import uvicorn_options
 from gateway.settings import ProviderSettings, Settings
 from tests.support.callers import CALLERS, ERRORS, error_status
 from tests.support.fake_upstream import SCENARIO_WORDS, ServerThread
@@ -42,8 +42,19 @@ SCENARIOS = ["text", "tool_call", "thinking", "error_mid_stream", "error_429"]
 
 
 def provider(name: str, dialect: str, endpoint: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "dialect": dialect, "platform": "vertex", "project": PROJECT, "location": LOCATION, "endpoint_url": endpoint,
-            "max_retries": 0, "first_byte_timeout": 5.0, "idle_timeout": 2.0, "connect_timeout": 2.0, **extra}
+    return {
+        "name": name,
+        "dialect": dialect,
+        "platform": "vertex",
+        "project": PROJECT,
+        "location": LOCATION,
+        "endpoint_url": endpoint,
+        "max_retries": 0,
+        "first_byte_timeout": 5.0,
+        "idle_timeout": 2.0,
+        "connect_timeout": 2.0,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +63,17 @@ def key() -> rsa.RSAPrivateKey:
 
 
 def key_file(path: Path, key: rsa.RSAPrivateKey, token_uri: str | None) -> Path:
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-    info = {"type": "service_account", "project_id": PROJECT, "private_key_id": "kid-1", "private_key": pem, "client_email": EMAIL, "client_id": "1"}
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    info = {
+        "type": "service_account",
+        "project_id": PROJECT,
+        "private_key_id": "kid-1",
+        "private_key": pem,
+        "client_email": EMAIL,
+        "client_id": "1",
+    }
     if token_uri:
         info["token_uri"] = token_uri
     path.write_text(json.dumps(info))
@@ -69,17 +89,32 @@ def vertex(key: rsa.RSAPrivateKey, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="module")
-def gateway(vertex: VertexDouble, key: rsa.RSAPrivateKey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+def gateway(
+    vertex: VertexDouble, key: rsa.RSAPrivateKey, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerThread]:
     path = key_file(tmp_path_factory.mktemp("sa") / "sa.json", key, vertex.token_url)
     mp = pytest.MonkeyPatch()
     mp.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
     url = f"http://127.0.0.1:{vertex.port}"
     providers = [provider(name, dialect, url) for name, dialect in UPSTREAMS.items()]
-    routes = [{"model": f"{name}--{s}", "provider": name, "upstream_model": SCENARIO_WORDS[s]} for name in UPSTREAMS for s in SCENARIOS]
-    routes += [{"model": "vertex-claude@dated", "provider": "vertex-claude", "upstream_model": "claude-sonnet-4-5@20250929"},
-               {"model": "demo", "provider": "demo"}, {"model": "vertex-interactions--*", "provider": "vertex-interactions"}]
+    routes = [
+        {"model": f"{name}--{s}", "provider": name, "upstream_model": SCENARIO_WORDS[s]}
+        for name in UPSTREAMS
+        for s in SCENARIOS
+    ]
+    routes += [
+        {"model": "vertex-claude@dated", "provider": "vertex-claude", "upstream_model": "claude-sonnet-4-5@20250929"},
+        {"model": "demo", "provider": "demo"},
+        {"model": "vertex-interactions--*", "provider": "vertex-interactions"},
+    ]
     providers += [{"name": "demo", "dialect": "demo"}, provider("vertex-interactions", "gemini-interactions", url)]
-    settings = Settings(server={"access_log": False}, auth={"keys_env": ""}, store={"url": "sqlite://:memory:"}, providers=providers, routes=routes)
+    settings = Settings(
+        server={"access_log": False},
+        auth={"keys_env": ""},
+        store={"url": "sqlite://:memory:"},
+        providers=providers,
+        routes=routes,
+    )
     try:
         with ServerThread(create_app(settings), **uvicorn_options()) as server:
             yield server
@@ -91,7 +126,9 @@ def gateway(vertex: VertexDouble, key: rsa.RSAPrivateKey, tmp_path_factory: pyte
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("upstream", list(UPSTREAMS))
 @pytest.mark.parametrize("caller", CALLER_DIALECTS)
-def test_cell(gateway: ServerThread, vertex: VertexDouble, caller: str, upstream: str, scenario: str, stream: bool) -> None:
+def test_cell(
+    gateway: ServerThread, vertex: VertexDouble, caller: str, upstream: str, scenario: str, stream: bool
+) -> None:
     model = f"{upstream}--{scenario}"
     call = CALLERS[caller]
     if scenario in ANSWERS:
@@ -104,7 +141,10 @@ def test_cell(gateway: ServerThread, vertex: VertexDouble, caller: str, upstream
             assert "x-api-key" not in received.headers and "anthropic-version" not in received.headers
         else:
             where, method = received.path.rsplit(":", 1)  # some whole answers are streamed upstream (Interactions)
-            assert where == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/google/models/{SCENARIO_WORDS[scenario]}"
+            assert (
+                where
+                == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/google/models/{SCENARIO_WORDS[scenario]}"
+            )
             assert (method, received.query) in (("streamGenerateContent", "alt=sse"), ("generateContent", ""))
     elif scenario == "error_429":
         with pytest.raises(ERRORS[caller]) as info:
@@ -132,7 +172,9 @@ def test_one_refresh_at_a_time_and_never_on_the_event_loop(gateway: ServerThread
     vertex.token_delay = 1.0
     try:
         with ThreadPoolExecutor(4) as pool:
-            waiting = [pool.submit(CALLERS["openai-chat"], gateway.url, "vertex-gemini--text", "text", True) for _ in range(4)]
+            waiting = [
+                pool.submit(CALLERS["openai-chat"], gateway.url, "vertex-gemini--text", "text", True) for _ in range(4)
+            ]
             time.sleep(0.3)  # the refresh is under way now
             started = time.monotonic()
             demo = CALLERS["openai-chat"](gateway.url, "demo", "text", False)  # another provider, same event loop
@@ -145,7 +187,9 @@ def test_one_refresh_at_a_time_and_never_on_the_event_loop(gateway: ServerThread
     assert vertex.issued == issued + 1, "four requests, one refresh"
 
 
-def test_vertex_only_events_are_dropped_by_the_platform(gateway: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+def test_vertex_only_events_are_dropped_by_the_platform(
+    gateway: ServerThread, caplog: pytest.LogCaptureFixture
+) -> None:
     """A known Vertex addition, dropped before the decoder: the answer is whole, no warning."""
     with caplog.at_level(logging.WARNING):
         out = CALLERS["openai-responses"](gateway.url, "vertex-claude--text", "text", True)
@@ -156,13 +200,25 @@ def test_vertex_only_events_are_dropped_by_the_platform(gateway: ServerThread, c
 def test_vertex_only_events_never_reach_an_anthropic_caller(gateway: ServerThread) -> None:
     """Same dialect, so the fast path forwards Vertex's frames; ``vertex_event`` is not an
     Anthropic event (schema-strict callers such as Vercel's AI SDK fail on it: vercel/ai#13436)."""
-    body = {"model": "vertex-claude--text", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    r = httpx.post(gateway.url + "/v1/messages", headers={"x-api-key": "caller", "anthropic-version": "2023-06-01"}, json=body, timeout=10)
+    body = {
+        "model": "vertex-claude--text",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    r = httpx.post(
+        gateway.url + "/v1/messages",
+        headers={"x-api-key": "caller", "anthropic-version": "2023-06-01"},
+        json=body,
+        timeout=10,
+    )
     assert r.status_code == 200 and "event: message_stop" in r.text
     assert "vertex_event" not in r.text
 
 
-def test_a_401_refreshes_once_and_the_refused_token_is_never_reused(gateway: ServerThread, vertex: VertexDouble) -> None:
+def test_a_401_refreshes_once_and_the_refused_token_is_never_reused(
+    gateway: ServerThread, vertex: VertexDouble
+) -> None:
     CALLERS["openai-chat"](gateway.url, "vertex-gemini--text", "text", True)
     before, refused = len(vertex.used), vertex.unauthorized
     vertex.force_401 = 1
@@ -177,14 +233,23 @@ def test_a_401_refreshes_once_and_the_refused_token_is_never_reused(gateway: Ser
 
 
 def test_claude_model_ids_with_at_and_the_vertex_body(gateway: ServerThread, vertex: VertexDouble) -> None:
-    out = CALLERS["anthropic"](gateway.url, "vertex-claude@dated", "text", True)  # the double answers any other model with text
+    out = CALLERS["anthropic"](
+        gateway.url, "vertex-claude@dated", "text", True
+    )  # the double answers any other model with text
     assert out.text == ANSWERS["text"]["text"]
-    assert vertex.paths[-1] == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"
-    assert vertex.upstream.received[-1].body["model"] == "claude-sonnet-4-5@20250929"  # the double took it from the path
+    assert (
+        vertex.paths[-1]
+        == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"
+    )
+    assert (
+        vertex.upstream.received[-1].body["model"] == "claude-sonnet-4-5@20250929"
+    )  # the double took it from the path
 
 
 @pytest.mark.parametrize("scenario", ["text", "drop_resume"])
-def test_interactions_on_vertex_and_resuming_a_dropped_stream(gateway: ServerThread, vertex: VertexDouble, scenario: str) -> None:
+def test_interactions_on_vertex_and_resuming_a_dropped_stream(
+    gateway: ServerThread, vertex: VertexDouble, scenario: str
+) -> None:
     resumes = vertex.upstream.resumes
     out = CALLERS["gemini-interactions"](gateway.url, f"vertex-interactions--{scenario}", "text", True)
     assert out.text == ANSWERS["text"]["text"]
@@ -197,22 +262,39 @@ def test_token_counting_on_vertex(gateway: ServerThread, vertex: VertexDouble) -
     from tests.support.callers import anthropic_client, gemini_client
     from tests.support.fake_upstream import COUNTED_TOKENS
 
-    counted = anthropic_client(gateway.url).messages.count_tokens(model="vertex-claude--text", messages=[{"role": "user", "content": "hi"}])
+    counted = anthropic_client(gateway.url).messages.count_tokens(
+        model="vertex-claude--text", messages=[{"role": "user", "content": "hi"}]
+    )
     assert counted.input_tokens == COUNTED_TOKENS
-    assert vertex.paths[-1] == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/count-tokens:rawPredict"
+    assert (
+        vertex.paths[-1]
+        == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/count-tokens:rawPredict"
+    )
     client = gemini_client(gateway.url)  # held: a dropped genai.Client closes its connection pool
     gemini = client.models.count_tokens(model="vertex-gemini--text", contents="hi")
     assert gemini.total_tokens == COUNTED_TOKENS
     assert vertex.paths[-1] == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/google/models/text:countTokens"
-    wrapped = {"generateContentRequest": {"model": "models/vertex-gemini--text", "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
-                                          "systemInstruction": {"parts": [{"text": "be brief"}]}}}
-    answer = httpx.post(f"{gateway.url}/v1beta/models/vertex-gemini--text:countTokens", json=wrapped, headers={"x-goog-api-key": "caller-key"}, timeout=10)
+    wrapped = {
+        "generateContentRequest": {
+            "model": "models/vertex-gemini--text",
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "systemInstruction": {"parts": [{"text": "be brief"}]},
+        }
+    }
+    answer = httpx.post(
+        f"{gateway.url}/v1beta/models/vertex-gemini--text:countTokens",
+        json=wrapped,
+        headers={"x-goog-api-key": "caller-key"},
+        timeout=10,
+    )
     assert answer.json()["totalTokens"] == COUNTED_TOKENS
     body = vertex.upstream.received[-1].body  # Vertex's CountTokensRequest: the fields at the top
     assert "generateContentRequest" not in body and body["systemInstruction"]["parts"][0]["text"] == "be brief"
 
 
-def test_no_token_or_key_in_logs_or_answers(gateway: ServerThread, vertex: VertexDouble, key: rsa.RSAPrivateKey, caplog: pytest.LogCaptureFixture) -> None:
+def test_no_token_or_key_in_logs_or_answers(
+    gateway: ServerThread, vertex: VertexDouble, key: rsa.RSAPrivateKey, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     vertex.force_401 = 1
     texts = []
@@ -222,7 +304,11 @@ def test_no_token_or_key_in_logs_or_answers(gateway: ServerThread, vertex: Verte
         with pytest.raises(ERRORS[caller]) as info:
             CALLERS[caller](gateway.url, "vertex-gemini--error_mid_stream", "error_mid_stream", True)
         texts.append(repr(info.value) + str(getattr(info.value, "body", "")))
-    pem_line = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode().splitlines()[5]
+    pem_line = (
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+        .splitlines()[5]
+    )
     seen = caplog.text + "".join(texts)
     for token in vertex.tokens:
         assert token not in seen
@@ -233,15 +319,20 @@ def test_no_token_or_key_in_logs_or_answers(gateway: ServerThread, vertex: Verte
 
 
 def settings_for(dialect: str = "gemini", **extra: Any) -> ProviderSettings:
-    return ProviderSettings(name="v", dialect=dialect, platform="vertex", **{"project": PROJECT, "location": LOCATION, **extra})
+    return ProviderSettings(
+        name="v", dialect=dialect, platform="vertex", **{"project": PROJECT, "location": LOCATION, **extra}
+    )
 
 
-@pytest.mark.parametrize(("location", "host"), [
-    ("us-central1", "https://us-central1-aiplatform.googleapis.com"),
-    ("global", "https://aiplatform.googleapis.com"),
-    ("us", "https://aiplatform.us.rep.googleapis.com"),
-    ("eu", "https://aiplatform.eu.rep.googleapis.com"),
-])
+@pytest.mark.parametrize(
+    ("location", "host"),
+    [
+        ("us-central1", "https://us-central1-aiplatform.googleapis.com"),
+        ("global", "https://aiplatform.googleapis.com"),
+        ("us", "https://aiplatform.us.rep.googleapis.com"),
+        ("eu", "https://aiplatform.eu.rep.googleapis.com"),
+    ],
+)
 def test_hosts(location: str, host: str) -> None:
     s = settings_for(location=location)
     assert platform_for(s).base_url(s) == host
@@ -250,8 +341,19 @@ def test_hosts(location: str, host: str) -> None:
 def test_paths_and_bodies() -> None:
     s = settings_for("anthropic")
     vertex = platform_for(s)
-    call = vertex.adapt(UpstreamCall("/v1/messages", {"model": "claude-opus-4-1@20250805", "stream": False, "max_tokens": 5}, headers={"anthropic-beta": "x"}), "claude-opus-4-1@20250805", s)
-    assert call.path == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/claude-opus-4-1@20250805:rawPredict"
+    call = vertex.adapt(
+        UpstreamCall(
+            "/v1/messages",
+            {"model": "claude-opus-4-1@20250805", "stream": False, "max_tokens": 5},
+            headers={"anthropic-beta": "x"},
+        ),
+        "claude-opus-4-1@20250805",
+        s,
+    )
+    assert (
+        call.path
+        == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/claude-opus-4-1@20250805:rawPredict"
+    )
     assert call.body == {"stream": False, "max_tokens": 5, "anthropic_version": "vertex-2023-10-16"}
     assert call.headers == {"anthropic-beta": "x"}
     hostile = vertex.adapt(UpstreamCall("/v1/messages", {"model": "m", "stream": True}), "a/../b?c", s)
@@ -261,28 +363,41 @@ def test_paths_and_bodies() -> None:
     assert call.path == f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/interactions"
 
 
-@pytest.mark.parametrize(("extra", "words"), [
-    ({"project": None}, "needs project"),
-    ({"location": None}, "needs location"),
-    ({"dialect": "openai-chat"}, "serves the dialects"),
-])
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"project": None}, "needs project"),
+        ({"location": None}, "needs location"),
+        ({"dialect": "openai-chat"}, "serves the dialects"),
+    ],
+)
 def test_startup_refuses_incomplete_settings(extra: dict[str, Any], words: str) -> None:
-    s = ProviderSettings(**{"name": "v", "dialect": "gemini", "platform": "vertex", "project": PROJECT, "location": LOCATION, **extra})
+    s = ProviderSettings(
+        **{"name": "v", "dialect": "gemini", "platform": "vertex", "project": PROJECT, "location": LOCATION, **extra}
+    )
     with pytest.raises(ConfigError, match=words):
         platform_for(s).check(s)
 
 
 def test_startup_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("google") else real(name, *a))
-    settings = Settings(auth={"keys_env": ""}, providers=[provider("vertex", "gemini", "http://127.0.0.1:9")], routes=[{"model": "m", "provider": "vertex"}])
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name.startswith("google") else real(name, *a)
+    )
+    settings = Settings(
+        auth={"keys_env": ""},
+        providers=[provider("vertex", "gemini", "http://127.0.0.1:9")],
+        routes=[{"model": "m", "provider": "vertex"}],
+    )
     with pytest.raises(ConfigError, match=r"pip install 'llm-gateway\[vertex\]'"):
         check_platforms(settings)
     with pytest.raises(ConfigError, match=r"llm-gateway\[vertex\]"):
         create_app(settings)
 
 
-def test_token_url_for_a_key_file_that_names_none(tmp_path: Path, key: rsa.RSAPrivateKey, vertex: VertexDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_url_for_a_key_file_that_names_none(
+    tmp_path: Path, key: rsa.RSAPrivateKey, vertex: VertexDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gateway.platforms.google_auth import GoogleTokens
 
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path / "sa.json", key, None)))
@@ -292,12 +407,16 @@ def test_token_url_for_a_key_file_that_names_none(tmp_path: Path, key: rsa.RSAPr
     assert time.time() < expires_at <= time.time() + vertex.token_seconds + 1
 
 
-def test_credential_source_names_the_file_not_the_key(tmp_path: Path, key: rsa.RSAPrivateKey, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credential_source_names_the_file_not_the_key(
+    tmp_path: Path, key: rsa.RSAPrivateKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = key_file(tmp_path / "sa.json", key, "http://127.0.0.1:9/token")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
     s = settings_for()
     source = platform_for(s).credential_source(s)
-    assert source == f"Application Default Credentials: service account key file $GOOGLE_APPLICATION_CREDENTIALS ({path})"
+    assert (
+        source == f"Application Default Credentials: service account key file $GOOGLE_APPLICATION_CREDENTIALS ({path})"
+    )
 
 
 def test_check_config_shows_the_source(tmp_path: Path, key: rsa.RSAPrivateKey) -> None:
@@ -316,7 +435,16 @@ model = "claude"
 provider = "vertex"
 """)
     env = {"PATH": "/usr/bin:/bin", "GOOGLE_APPLICATION_CREDENTIALS": str(sa)}
-    done = subprocess.run([sys.executable, "-m", "gateway", "check-config", str(config)], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    assert f"anthropic on vertex https://aiplatform.googleapis.com (credentials: Application Default Credentials: service account key file $GOOGLE_APPLICATION_CREDENTIALS ({sa}))" in done.stdout
+    assert (
+        f"anthropic on vertex https://aiplatform.googleapis.com (credentials: Application Default Credentials: service account key file $GOOGLE_APPLICATION_CREDENTIALS ({sa}))"
+        in done.stdout
+    )
     assert "PRIVATE KEY" not in done.stdout + done.stderr

@@ -14,15 +14,32 @@ NOW = 1_800_000_030.0  # 30 s into a minute
 
 
 def ask(lease: str, now: float = NOW, **kw: object) -> Ask:
-    base: dict[str, object] = dict(key="team", lease=lease, now=now, lease_seconds=600.0, tokens=0, cost_nano=0, period="", period_end=None)
+    base: dict[str, object] = dict(
+        key="team", lease=lease, now=now, lease_seconds=600.0, tokens=0, cost_nano=0, period="", period_end=None
+    )
     base.update(kw)
     return Ask(**base)  # type: ignore[arg-type]
 
 
 def settlement(hold: object, cost: int = 0, now: float = NOW, **kw: object) -> Settlement:
-    base: dict[str, object] = dict(key="team", now=now, hold=hold, model="m", provider="p", route="r", input=10, output=5,
-                                   cache_read=2, cache_write=1, reasoning=3, cost_nano=cost, unpriced=False, counted=True,
-                                   record={"request_id": "x"}, period=getattr(hold, "period", ""))
+    base: dict[str, object] = dict(
+        key="team",
+        now=now,
+        hold=hold,
+        model="m",
+        provider="p",
+        route="r",
+        input=10,
+        output=5,
+        cache_read=2,
+        cache_write=1,
+        reasoning=3,
+        cost_nano=cost,
+        unpriced=False,
+        counted=True,
+        record={"request_id": "x"},
+        period=getattr(hold, "period", ""),
+    )
     base.update(kw)
     return Settlement(**base)  # type: ignore[arg-type]
 

@@ -65,7 +65,7 @@ async def test_binary_and_large_events(store: Store) -> None:
 
 
 async def test_follow_from_every_position_when_finished(store: Store) -> None:
-    events = [(i, f"data: {{\"n\": {i}}}\n\n".encode()) for i in range(7)]
+    events = [(i, f'data: {{"n": {i}}}\n\n'.encode()) for i in range(7)]
     for _, data in events:
         await store.append("f", data)
     await store.finish("f", "completed")

@@ -1,4 +1,4 @@
-"""A route target's rpm/tpm (gateway/routing.py) on the key limits' counters, on both backends:
+"""A route target's rpm/tpm (gateway/routing/targets.py) on the key limits' counters, on both backends:
 two replicas (two store instances on one SQLite file, or on one Redis) share one target's limits;
 a target's tpm is reserved when a request is admitted and settled to the answer's real tokens; the
 holds leave no request records (GET /admin/requests lists callers' requests only)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from gateway.events import Usage
 from gateway.ir import ChatRequest, Message, TextPart
-from gateway.router import Resolved, Target
-from gateway.routing import Routing
+from gateway.routing.router import Resolved, Target
+from gateway.routing.targets import Routing
 from tests.store.conftest import Opener
 
 
@@ -39,7 +39,9 @@ async def test_two_replicas_share_a_targets_rpm(opener: Opener) -> None:
 async def test_a_targets_tpm_is_reserved_then_settled(opener: Opener) -> None:
     target = Target("up", "a", 1, tpm=100)
     route = _route(target)
-    req = ChatRequest("text", [Message("user", [TextPart("x" * 144)])], max_tokens=40)  # (16 + 144) / 4 = 40 in + 40 out
+    req = ChatRequest(
+        "text", [Message("user", [TextPart("x" * 144)])], max_tokens=40
+    )  # (16 + 144) / 4 = 40 in + 40 out
     a, b = _replica(opener), _replica(opener)
     hold = await a.admit(route, target, req)
     assert hold is not False

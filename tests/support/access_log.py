@@ -1,6 +1,6 @@
 """The gateway's access log and warnings, as a test reads them: each JSON line by request id.
 
-``capture_access_log()`` attaches a handler to ``gateway.access`` (and to ``gateway.observe`` for
+``capture_access_log()`` attaches a handler to ``gateway.access`` (and to ``gateway.telemetry.observe`` for
 the usage warnings) before the gateway starts, so the ``Observer`` writes to it instead of stdout.
 """
 
@@ -31,7 +31,9 @@ class Capture(logging.Handler):
         """The access-log line of ``request_id``, waiting for it: it is written after the response."""
         return self.line_where(lambda entry: entry.get("request_id") == request_id, timeout, request_id)
 
-    def line_where(self, match: Callable[[dict[str, Any]], bool], timeout: float = 5.0, what: str = "the match") -> dict[str, Any]:
+    def line_where(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float = 5.0, what: str = "the match"
+    ) -> dict[str, Any]:
         """The latest access-log line ``match`` accepts (waiting up to ``timeout`` for one)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -30,12 +30,40 @@ import orjson
 from tests.support.fake_upstream import FakeUpstream, read_request
 
 RESOURCE = "https://cognitiveservices.azure.com"
-FILTERS = {"hate": {"filtered": False, "severity": "safe"}, "self_harm": {"filtered": False, "severity": "safe"},
-           "sexual": {"filtered": False, "severity": "safe"}, "violence": {"filtered": False, "severity": "safe"}}
-PREAMBLE = {"choices": [], "created": 0, "id": "", "model": "", "object": "", "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": FILTERS}]}
-FILTER_ONLY = {"choices": [{"content_filter_offsets": {"check_offset": 0, "start_offset": 0, "end_offset": 40}, "content_filter_results": FILTERS,
-                            "finish_reason": None, "index": 0}], "created": 1, "id": "chatcmpl-azure", "model": "gpt-4.1-2025-04-14", "object": "chat.completion.chunk"}
-DENIED = {"error": {"code": "401", "message": "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}}
+FILTERS = {
+    "hate": {"filtered": False, "severity": "safe"},
+    "self_harm": {"filtered": False, "severity": "safe"},
+    "sexual": {"filtered": False, "severity": "safe"},
+    "violence": {"filtered": False, "severity": "safe"},
+}
+PREAMBLE = {
+    "choices": [],
+    "created": 0,
+    "id": "",
+    "model": "",
+    "object": "",
+    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": FILTERS}],
+}
+FILTER_ONLY = {
+    "choices": [
+        {
+            "content_filter_offsets": {"check_offset": 0, "start_offset": 0, "end_offset": 40},
+            "content_filter_results": FILTERS,
+            "finish_reason": None,
+            "index": 0,
+        }
+    ],
+    "created": 1,
+    "id": "chatcmpl-azure",
+    "model": "gpt-4.1-2025-04-14",
+    "object": "chat.completion.chunk",
+}
+DENIED = {
+    "error": {
+        "code": "401",
+        "message": "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.",
+    }
+}
 
 
 def _chunk(obj: dict[str, Any]) -> bytes:
@@ -45,12 +73,37 @@ def _chunk(obj: dict[str, Any]) -> bytes:
 def filtered_stream(model: str) -> bytes:
     """Azure's filter stopping an answer: some text, then ``finish_reason: "content_filter"``."""
     base = {"id": "chatcmpl-azure", "object": "chat.completion.chunk", "created": 1, "model": model}
-    return (_chunk(PREAMBLE)
-            + _chunk({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Partial "}, "finish_reason": None, "content_filter_results": {}}]})
-            + _chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter",
-                                           "content_filter_results": {**FILTERS, "violence": {"filtered": True, "severity": "high"}}}]})
-            + _chunk({**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
-            + b"data: [DONE]\n\n")
+    return (
+        _chunk(PREAMBLE)
+        + _chunk(
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": "Partial "},
+                        "finish_reason": None,
+                        "content_filter_results": {},
+                    }
+                ],
+            }
+        )
+        + _chunk(
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {},
+                        "finish_reason": "content_filter",
+                        "content_filter_results": {**FILTERS, "violence": {"filtered": True, "severity": "high"}},
+                    }
+                ],
+            }
+        )
+        + _chunk({**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
+        + b"data: [DONE]\n\n"
+    )
 
 
 @dataclass
@@ -100,16 +153,36 @@ class AzureDouble:
         if path.startswith("/openai/deployments/"):
             name = path.split("/")[3]
             if body.get("model") not in (None, name):
-                await _json(send, 400, {"error": {"code": "400", "message": f"model {body.get('model')!r} is not the deployment {name!r}"}})
+                await _json(
+                    send,
+                    400,
+                    {
+                        "error": {
+                            "code": "400",
+                            "message": f"model {body.get('model')!r} is not the deployment {name!r}",
+                        }
+                    },
+                )
                 return
         else:
             name = str(body.get("model"))
         model = self.deployments.get(name)
         if model is None:
-            await _json(send, 404, {"error": {"code": "DeploymentNotFound", "message": f"The API deployment for this resource does not exist: {name}"}})
+            await _json(
+                send,
+                404,
+                {
+                    "error": {
+                        "code": "DeploymentNotFound",
+                        "message": f"The API deployment for this resource does not exist: {name}",
+                    }
+                },
+            )
             return
         if model == "content_filter":
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
             await send({"type": "http.response.body", "body": filtered_stream(model)})
             return
         inner = {**scope, "path": "/chat/completions" if path.endswith("/chat/completions") else "/responses"}
@@ -124,7 +197,11 @@ class AzureDouble:
         self.issued += 1
         expires_on = int(time.time()) + self.token_seconds
         self.tokens[token] = expires_on
-        await _json(send, 200, {"access_token": token, "expires_on": str(expires_on), "resource": RESOURCE, "token_type": "Bearer"})
+        await _json(
+            send,
+            200,
+            {"access_token": token, "expires_on": str(expires_on), "resource": RESOURCE, "token_type": "Bearer"},
+        )
 
 
 def _replay(raw: bytes) -> Any:

@@ -34,7 +34,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from gateway.sse import SSEDecoder
+from gateway.framing.sse import SSEDecoder
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures" / "anthropic"
 
@@ -79,12 +79,17 @@ def encode_message(headers: dict[str, str] | bytes, payload: bytes) -> bytes:
 
 
 def event_message(event_type: str, payload: bytes) -> bytes:
-    return encode_message({":event-type": event_type, ":content-type": "application/json", ":message-type": "event"}, payload)
+    return encode_message(
+        {":event-type": event_type, ":content-type": "application/json", ":message-type": "event"}, payload
+    )
 
 
 def chunk_message(anthropic_event: bytes, padding: str = "abcdefghijklmnop") -> bytes:
     """Bedrock's ``chunk``: the Anthropic event base64'd, plus its random-length ``p`` padding."""
-    return event_message("chunk", orjson.dumps({"bytes": base64.b64encode(anthropic_event).decode(), "p": padding[: len(anthropic_event) % 16]}))
+    return event_message(
+        "chunk",
+        orjson.dumps({"bytes": base64.b64encode(anthropic_event).decode(), "p": padding[: len(anthropic_event) % 16]}),
+    )
 
 
 def exception_message(exception_type: str, message: str) -> bytes:
@@ -181,13 +186,28 @@ class BedrockDouble:
         model, action = unquote(parts[2]), parts[3]
         refused = self._refuse(scope["method"], path, scope.get("query_string", b""), headers, body)
         parsed = orjson.loads(body) if body else {}
-        self.seen.append(Seen(path, model, headers, parsed, "refused:" + refused[1] if refused else ("bearer" if headers.get("authorization", "").startswith("Bearer ") else "sigv4")))
+        self.seen.append(
+            Seen(
+                path,
+                model,
+                headers,
+                parsed,
+                "refused:" + refused[1]
+                if refused
+                else ("bearer" if headers.get("authorization", "").startswith("Bearer ") else "sigv4"),
+            )
+        )
         if refused:
             await _json(send, 403, {"message": refused[1]}, refused[0])
             return
         if action in ("converse", "converse-stream"):
             if self.converse_handler is None:
-                await _json(send, 404, {"message": "converse is not served by this double (set converse_handler)"}, "ResourceNotFoundException")
+                await _json(
+                    send,
+                    404,
+                    {"message": "converse is not served by this double (set converse_handler)"},
+                    "ResourceNotFoundException",
+                )
                 return
             await self.converse_handler(parsed, model, action == "converse-stream", send)
             return
@@ -197,16 +217,28 @@ class BedrockDouble:
         # InvokeModel's Content-Type / Accept name the body's and the answer's MIME types (Claude:
         # JSON only); Bedrock refuses others (github.com/aws/aws-sdk-ruby/issues/3033).
         if headers.get("content-type", "application/json").split(";")[0].strip() != "application/json":
-            await _json(send, 400, {"message": "The provided Content Type is invalid or not supported for this model"}, "ValidationException")
+            await _json(
+                send,
+                400,
+                {"message": "The provided Content Type is invalid or not supported for this model"},
+                "ValidationException",
+            )
             return
         if action == "invoke" and headers.get("accept", "application/json") not in ("application/json", "*/*"):
-            await _json(send, 400, {"message": "The provided Accept Type is invalid or not supported for this model"}, "ValidationException")
+            await _json(
+                send,
+                400,
+                {"message": "The provided Accept Type is invalid or not supported for this model"},
+                "ValidationException",
+            )
             return
         await self._invoke(model, action == "invoke-with-response-stream", send)
 
     # -- auth --------------------------------------------------------------------------------
 
-    def _refuse(self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes) -> tuple[str, str] | None:
+    def _refuse(
+        self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes
+    ) -> tuple[str, str] | None:
         """(error type, message) Bedrock would refuse this request's credentials with, or None."""
         authorization = headers.get("authorization", "")
         if authorization.startswith("Bearer "):
@@ -222,7 +254,10 @@ class BedrockDouble:
         if self.session_token is not None and headers.get("x-amz-security-token") != self.session_token:
             return "UnrecognizedClientException", "The security token included in the request is invalid."
         if region != self.region or service != "bedrock":
-            return "InvalidSignatureException", f"Credential should be scoped to a valid region / service ({region}/{service})"
+            return (
+                "InvalidSignatureException",
+                f"Credential should be scoped to a valid region / service ({region}/{service})",
+            )
         from botocore.auth import SigV4Auth  # type: ignore[import-untyped]
         from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
         from botocore.credentials import Credentials  # type: ignore[import-untyped]
@@ -231,7 +266,9 @@ class BedrockDouble:
         if "host" not in signed or "x-amz-date" not in signed:
             return "InvalidSignatureException", "Signed headers must include host and x-amz-date"
         url = f"http://{headers['host']}{path}" + (f"?{query.decode()}" if query else "")
-        request = AWSRequest(method=method, url=url, data=body, headers={name: headers.get(name, "") for name in signed})
+        request = AWSRequest(
+            method=method, url=url, data=body, headers={name: headers.get(name, "") for name in signed}
+        )
         request.context["timestamp"] = headers["x-amz-date"]
         signer = SigV4Auth(Credentials(self.access_key, self.secret_key, self.session_token), "bedrock", self.region)
         expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
@@ -246,7 +283,9 @@ class BedrockDouble:
         self.hits[model] = self.hits.get(model, 0) + 1
         first = self.hits[model] == 1
         if scenario == "throttle" or (scenario == "throttle_once" and first):
-            await _json(send, 429, {"message": "Too many requests, please wait before trying again."}, "ThrottlingException")
+            await _json(
+                send, 429, {"message": "Too many requests, please wait before trying again."}, "ThrottlingException"
+            )
             return
         events = anthropic_events(scenario if scenario in _CAPTURED else "text")
         if not stream:
@@ -257,14 +296,25 @@ class BedrockDouble:
             error = orjson.loads(next(e for e in events if b'"error"' in e and b'"type":"error"' in e))
             messages.append(exception_message("modelStreamErrorException", error["error"]["message"]))
         elif scenario == "exception_mid":
-            messages = messages[: len(messages) // 2] + [exception_message("modelStreamErrorException", "The model failed mid-stream.")]
+            messages = messages[: len(messages) // 2] + [
+                exception_message("modelStreamErrorException", "The model failed mid-stream.")
+            ]
         elif scenario == "frame_throttle_once" and first:
             messages = [exception_message("throttlingException", "Too many tokens, please wait before trying again.")]
         elif scenario == "bad_crc":
             broken = bytearray(messages[2])
             broken[-6] ^= 0x01  # a payload byte: the message CRC no longer matches
             messages[2] = bytes(broken)
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/vnd.amazon.eventstream"), (b"x-amzn-requestid", b"double-0001")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/vnd.amazon.eventstream"),
+                    (b"x-amzn-requestid", b"double-0001"),
+                ],
+            }
+        )
         data = b"".join(messages)
         step = max(1, len(data) // 7)  # odd-sized writes: messages split across reads
         for i in range(0, len(data), step):
@@ -278,7 +328,9 @@ _CAPTURED = {p.stem for p in CAPTURES.glob("*.sse")}
 async def _json(send: Send, status: int, body: Any, error_type: str | None = None) -> None:
     headers = [(b"content-type", b"application/json"), (b"x-amzn-requestid", b"double-0001")]
     if error_type is not None:
-        headers.append((b"x-amzn-errortype", f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/".encode()))
+        headers.append(
+            (b"x-amzn-errortype", f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/".encode())
+        )
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": orjson.dumps(body)})
 
@@ -320,7 +372,9 @@ def fold_converse(frames: list[list[Any]]) -> tuple[int, dict[str, Any], str | N
                 if "redactedContent" in part:
                     blocks[index, "reasoning"] = {"reasoningContent": {"redactedContent": part["redactedContent"]}}
                 else:
-                    text = blocks.setdefault((index, "reasoning"), {"reasoningContent": {"reasoningText": {"text": ""}}})["reasoningContent"]["reasoningText"]
+                    text = blocks.setdefault(
+                        (index, "reasoning"), {"reasoningContent": {"reasoningText": {"text": ""}}}
+                    )["reasoningContent"]["reasoningText"]
                     text["text"] += part.get("text", "")
                     if "signature" in part:
                         text["signature"] = part["signature"]
@@ -358,7 +412,9 @@ class ConverseReplay:
         first = self.hits[model] == 1
         if scenario in ("throttle_once", "frame_throttle_once"):
             if first and (scenario == "throttle_once" or not stream):
-                await _json(send, 429, {"message": "Too many requests, please wait before trying again."}, "ThrottlingException")
+                await _json(
+                    send, 429, {"message": "Too many requests, please wait before trying again."}, "ThrottlingException"
+                )
                 return
             scenario = "throttled" if first else "text"  # (throttled.json: the exception message after the 200)
         fixture = orjson.loads((self.fixtures / f"{scenario}.json").read_bytes())
@@ -371,14 +427,22 @@ class ConverseReplay:
             await _json(send, status, reply, error_type)
             return
         data = b"".join(
-            encode_message({":exception-type": event, ":content-type": "application/json", ":message-type": "exception"}, orjson.dumps(payload))
-            if event.endswith("Exception") else event_message(event, orjson.dumps(payload))
+            encode_message(
+                {":exception-type": event, ":content-type": "application/json", ":message-type": "exception"},
+                orjson.dumps(payload),
+            )
+            if event.endswith("Exception")
+            else event_message(event, orjson.dumps(payload))
             for event, payload in frames
         )
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/vnd.amazon.eventstream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/vnd.amazon.eventstream")],
+            }
+        )
         step = max(1, len(data) // 5)  # odd-sized writes: messages split across reads
         for i in range(0, len(data), step):
             await send({"type": "http.response.body", "body": data[i : i + step], "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-

@@ -82,13 +82,28 @@ def anthropic_call(base_url: str, model: str, scenario: str, stream: bool) -> Ou
     messages: list[dict[str, Any]] = [{"role": "user", "content": USER}]
     if scenario == "tool_result_turn":
         messages += [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "call_weather_1", "name": "get_weather", "input": {"city": "Paris"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_weather_1", "content": TOOL_RESULT}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "call_weather_1", "name": "get_weather", "input": {"city": "Paris"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "call_weather_1", "content": TOOL_RESULT}],
+            },
         ]
-    kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens_for(scenario), "system": SYSTEM, "messages": messages}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens_for(scenario),
+        "system": SYSTEM,
+        "messages": messages,
+    }
     tools = tools_for(scenario)
     if tools:
-        kwargs["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools]
+        kwargs["tools"] = [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools
+        ]
     if scenario == "thinking":
         kwargs["thinking"] = {"type": "enabled", "budget_tokens": 2048}
     if stream:
@@ -129,7 +144,17 @@ def chat_call(base_url: str, model: str, scenario: str, stream: bool) -> Outcome
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
     if scenario == "tool_result_turn":
         messages += [
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_weather_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_weather_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_weather_1", "content": TOOL_RESULT},
         ]
     kwargs: dict[str, Any] = {"model": model, "messages": messages, "max_completion_tokens": max_tokens_for(scenario)}
@@ -183,7 +208,9 @@ def chat_call(base_url: str, model: str, scenario: str, stream: bool) -> Outcome
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "cached_tokens": usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None,
-            "reasoning_tokens": usage.completion_tokens_details.reasoning_tokens if usage.completion_tokens_details else None,
+            "reasoning_tokens": usage.completion_tokens_details.reasoning_tokens
+            if usage.completion_tokens_details
+            else None,
         }
     return out
 
@@ -196,10 +223,20 @@ def responses_call(base_url: str, model: str, scenario: str, stream: bool, helpe
     items: list[dict[str, Any]] = [{"role": "user", "content": USER}]
     if scenario == "tool_result_turn":
         items += [
-            {"type": "function_call", "call_id": "call_weather_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+            {
+                "type": "function_call",
+                "call_id": "call_weather_1",
+                "name": "get_weather",
+                "arguments": '{"city": "Paris"}',
+            },
             {"type": "function_call_output", "call_id": "call_weather_1", "output": TOOL_RESULT},
         ]
-    kwargs: dict[str, Any] = {"model": model, "instructions": SYSTEM, "input": items, "max_output_tokens": max_tokens_for(scenario)}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "instructions": SYSTEM,
+        "input": items,
+        "max_output_tokens": max_tokens_for(scenario),
+    }
     tools = tools_for(scenario)
     if tools:
         kwargs["tools"] = [{"type": "function", **t} for t in tools]
@@ -226,7 +263,9 @@ def responses_call(base_url: str, model: str, scenario: str, stream: bool, helpe
         assert terminal == 1, f"{terminal} terminal events"
         assert response is not None
     out = Outcome(model=response.model, text=response.output_text)
-    out.stop = response.status if response.status != "incomplete" else f"incomplete:{response.incomplete_details.reason}"
+    out.stop = (
+        response.status if response.status != "incomplete" else f"incomplete:{response.incomplete_details.reason}"
+    )
     for item in response.output:
         if item.type == "function_call":
             out.tools.append((item.name, parse_args(item.arguments)))
@@ -252,7 +291,9 @@ def responses_call(base_url: str, model: str, scenario: str, stream: bool, helpe
 def gemini_client(base_url: str, key: str = "caller-key") -> genai.Client:
     return genai.Client(
         api_key=key,
-        http_options=gtypes.HttpOptions(base_url=base_url, timeout=20_000, retry_options=gtypes.HttpRetryOptions(attempts=1)),
+        http_options=gtypes.HttpOptions(
+            base_url=base_url, timeout=20_000, retry_options=gtypes.HttpRetryOptions(attempts=1)
+        ),
     )
 
 
@@ -261,19 +302,50 @@ def gemini_call(base_url: str, model: str, scenario: str, stream: bool) -> Outco
     contents: list[Any] = [gtypes.Content(role="user", parts=[gtypes.Part(text=USER)])]
     if scenario == "tool_result_turn":
         contents += [
-            gtypes.Content(role="model", parts=[gtypes.Part(function_call=gtypes.FunctionCall(id="call_weather_1", name="get_weather", args={"city": "Paris"}))]),
-            gtypes.Content(role="user", parts=[gtypes.Part(function_response=gtypes.FunctionResponse(id="call_weather_1", name="get_weather", response=json.loads(TOOL_RESULT)))]),
+            gtypes.Content(
+                role="model",
+                parts=[
+                    gtypes.Part(
+                        function_call=gtypes.FunctionCall(
+                            id="call_weather_1", name="get_weather", args={"city": "Paris"}
+                        )
+                    )
+                ],
+            ),
+            gtypes.Content(
+                role="user",
+                parts=[
+                    gtypes.Part(
+                        function_response=gtypes.FunctionResponse(
+                            id="call_weather_1", name="get_weather", response=json.loads(TOOL_RESULT)
+                        )
+                    )
+                ],
+            ),
         ]
     config: dict[str, Any] = {"system_instruction": SYSTEM, "max_output_tokens": max_tokens_for(scenario)}
     tools = tools_for(scenario)
     if tools:
-        config["tools"] = [gtypes.Tool(function_declarations=[gtypes.FunctionDeclaration(name=t["name"], description=t["description"], parameters_json_schema=t["parameters"]) for t in tools])]
+        config["tools"] = [
+            gtypes.Tool(
+                function_declarations=[
+                    gtypes.FunctionDeclaration(
+                        name=t["name"], description=t["description"], parameters_json_schema=t["parameters"]
+                    )
+                    for t in tools
+                ]
+            )
+        ]
         config["automatic_function_calling"] = gtypes.AutomaticFunctionCallingConfig(disable=True)
     if scenario == "thinking":
         config["thinking_config"] = gtypes.ThinkingConfig(include_thoughts=True, thinking_budget=2048)
     cfg = gtypes.GenerateContentConfig(**config)
     out = Outcome()
-    responses = list(client.models.generate_content_stream(model=model, contents=contents, config=cfg)) if stream else [client.models.generate_content(model=model, contents=contents, config=cfg)]
+    responses = (
+        list(client.models.generate_content_stream(model=model, contents=contents, config=cfg))
+        if stream
+        else [client.models.generate_content(model=model, contents=contents, config=cfg)]
+    )
     last_usage = None
     for response in responses:
         out.model = response.model_version
@@ -281,7 +353,11 @@ def gemini_call(base_url: str, model: str, scenario: str, stream: bool) -> Outco
             last_usage = response.usage_metadata
         for candidate in response.candidates or []:
             if candidate.finish_reason is not None:
-                out.stop = candidate.finish_reason.value if hasattr(candidate.finish_reason, "value") else str(candidate.finish_reason)
+                out.stop = (
+                    candidate.finish_reason.value
+                    if hasattr(candidate.finish_reason, "value")
+                    else str(candidate.finish_reason)
+                )
             for part in (candidate.content.parts if candidate.content else None) or []:
                 if part.thought and part.text:
                     out.thinking += part.text
@@ -324,7 +400,13 @@ def interactions_call(base_url: str, model: str, scenario: str, stream: bool, st
     config: dict[str, Any] = {"max_output_tokens": max_tokens_for(scenario)}
     if scenario == "thinking":
         config.update(thinking_level="low", thinking_summaries="auto")
-    kwargs: dict[str, Any] = {"model": model, "input": steps, "system_instruction": SYSTEM, "generation_config": config, "store": store}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "input": steps,
+        "system_instruction": SYSTEM,
+        "generation_config": config,
+        "store": store,
+    }
     tools = tools_for(scenario)
     if tools:
         kwargs["tools"] = [{"type": "function", **t} for t in tools]

@@ -143,7 +143,9 @@ class FakeUpstream:
             await asyncio.sleep(0.05)  # let a pending disconnect be seen
             watcher.cancel()
 
-    async def _reply(self, dialect: str | None, path: str, body: dict[str, Any], scope: dict[str, Any], send: Any) -> None:
+    async def _reply(
+        self, dialect: str | None, path: str, body: dict[str, Any], scope: dict[str, Any], send: Any
+    ) -> None:
         if dialect is None and scope["method"] == "GET" and "/interactions/" in path:
             await self._resume_interaction(path.rsplit("/", 1)[1], scope.get("query_string", b"").decode(), send)
             return
@@ -164,10 +166,14 @@ class FakeUpstream:
         self.hits[model] = self.hits.get(model, 0) + 1
         folder = self.captures / dialect
         if scenario in ("error_429", "error_500"):
-            await self._json(send, int(scenario.split("_")[1]), orjson.loads((folder / f"{scenario}.json").read_bytes()))
+            await self._json(
+                send, int(scenario.split("_")[1]), orjson.loads((folder / f"{scenario}.json").read_bytes())
+            )
             return
         if scenario == "retry_after" and self.hits[model] == 1:
-            await self._json(send, 429, orjson.loads((folder / "error_429.json").read_bytes()), [(b"retry-after", b"0")])
+            await self._json(
+                send, 429, orjson.loads((folder / "error_429.json").read_bytes()), [(b"retry-after", b"0")]
+            )
             return
         if scenario == "retry_after":
             scenario = "text"
@@ -181,8 +187,16 @@ class FakeUpstream:
             frames = [f + b"\n\n" for f in (folder / "text.sse").read_bytes().split(b"\n\n") if f.strip()]
             first = orjson.loads(frames[0].split(b"data: ", 1)[1])
             self.interactions[first["interaction"]["id"]] = frames
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-            await send({"type": "http.response.body", "body": b"".join(frames[: len(frames) // 2]) + frames[len(frames) // 2][:20], "more_body": True})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"".join(frames[: len(frames) // 2]) + frames[len(frames) // 2][:20],
+                    "more_body": True,
+                }
+            )
             raise ConnectionResetError("dropped by the fake upstream")
         data = (folder / f"{'text' if scenario in ('reset', 'stall', 'pause') else scenario}.sse").read_bytes()
         if model in WORD_SCENARIOS:
@@ -244,7 +258,13 @@ class FakeUpstream:
     @staticmethod
     async def _json(send: Any, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         payload = orjson.dumps(body)
-        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), *(extra or [])]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), *(extra or [])],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     def last(self, dialect: str | None = None) -> Received:

@@ -139,7 +139,9 @@ class Upstream:
         return True
 
 
-NOT_FOUND = Reply([b'{"error":{"code":"not_found","message":"no such interaction"}}'], status=404, content_type="application/json")
+NOT_FOUND = Reply(
+    [b'{"error":{"code":"not_found","message":"no such interaction"}}'], status=404, content_type="application/json"
+)
 
 
 def replying(*parts: Part, **reply: object) -> Callable[[Request], Reply]:

@@ -58,28 +58,47 @@ class Deployments:
             if b.retry_after is not None:
                 headers.append((b"retry-after", b.retry_after.encode()))
             await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": orjson.dumps({"error": {"message": f"{model} failing", "type": "server_error", "code": None}})})
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": orjson.dumps(
+                        {"error": {"message": f"{model} failing", "type": "server_error", "code": None}}
+                    ),
+                }
+            )
             return
         text = f"from {model}"
         if not body.get("stream"):
             answer = {
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
             }
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
             await send({"type": "http.response.body", "body": orjson.dumps(answer)})
             return
 
         def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
-            obj: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
-                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if usage is None else []}
+            obj: dict[str, Any] = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if usage is None else [],
+            }
             if usage is not None:
                 obj["usage"] = usage
             return b"data: " + orjson.dumps(obj) + b"\n\n"
 
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        await send({"type": "http.response.body", "body": chunk({"role": "assistant", "content": text}), "more_body": True})
+        await send(
+            {"type": "http.response.body", "body": chunk({"role": "assistant", "content": text}), "more_body": True}
+        )
         if b.cut:
             raise ConnectionResetError("cut after the first token")
         self.open[model] = self.open.get(model, 0) + 1
@@ -88,5 +107,9 @@ class Deployments:
                 await asyncio.sleep(b.hold)
         finally:
             self.open[model] -= 1
-        tail = chunk({}, "stop") + chunk({}, usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}) + b"data: [DONE]\n\n"
+        tail = (
+            chunk({}, "stop")
+            + chunk({}, usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
+            + b"data: [DONE]\n\n"
+        )
         await send({"type": "http.response.body", "body": tail, "more_body": False})

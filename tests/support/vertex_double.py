@@ -40,7 +40,13 @@ QUOTA_429 = {
         "status": "RESOURCE_EXHAUSTED",
     }
 }
-UNAUTHENTICATED = {"error": {"code": 401, "message": "Request had invalid authentication credentials. Expected OAuth 2 access token.", "status": "UNAUTHENTICATED"}}
+UNAUTHENTICATED = {
+    "error": {
+        "code": 401,
+        "message": "Request had invalid authentication credentials. Expected OAuth 2 access token.",
+        "status": "UNAUTHENTICATED",
+    }
+}
 
 
 @dataclass
@@ -92,7 +98,9 @@ class VertexDouble:
             await _json(send, 400, {"error": "unsupported_grant_type"})
             return
         try:
-            claims = jwt.decode(form.get("assertion", ""), self.public_key, algorithms=["RS256"], audience=AUDIENCE, leeway=30)
+            claims = jwt.decode(
+                form.get("assertion", ""), self.public_key, algorithms=["RS256"], audience=AUDIENCE, leeway=30
+            )
             if claims.get("iss") != self.client_email or SCOPE not in str(claims.get("scope", "")).split():
                 raise jwt.InvalidTokenError(f"iss {claims.get('iss')!r} / scope {claims.get('scope')!r}")
         except jwt.InvalidTokenError as exc:
@@ -109,7 +117,9 @@ class VertexDouble:
         path = scope["path"]
         interactions = f"/v1beta1/projects/{self.project}/locations/{self.location}/interactions"
         if path.startswith(interactions):  # the Interactions API: the Gemini API's, under the project
-            await self.upstream({**scope, "path": "/v1beta/interactions" + path[len(interactions) :]}, _replay(raw), send)
+            await self.upstream(
+                {**scope, "path": "/v1beta/interactions" + path[len(interactions) :]}, _replay(raw), send
+            )
             return
         prefix = f"/v1/projects/{self.project}/locations/{self.location}/publishers/"
         if not path.startswith(prefix) or ":" not in path:
@@ -123,14 +133,22 @@ class VertexDouble:
             return
         if model == "count-tokens" and method == "rawPredict":  # Claude's counting route: the model in the body
             ok = body.get("anthropic_version") == "vertex-2023-10-16" and isinstance(body.get("model"), str)
-            await _json(send, 200 if ok else 400, {"input_tokens": COUNTED_TOKENS} if ok else {"error": {"code": 400, "message": "bad count", "status": "INVALID_ARGUMENT"}})
+            await _json(
+                send,
+                200 if ok else 400,
+                {"input_tokens": COUNTED_TOKENS}
+                if ok
+                else {"error": {"code": 400, "message": "bad count", "status": "INVALID_ARGUMENT"}},
+            )
             return
         problem = None
         if "model" in body:
             problem = "model is not allowed in the body (it is in the URL)"
         elif body.get("anthropic_version") != "vertex-2023-10-16":
             problem = f"anthropic_version must be vertex-2023-10-16, got {body.get('anthropic_version')!r}"
-        elif method not in ("streamRawPredict", "rawPredict") or bool(body.get("stream")) != (method == "streamRawPredict"):
+        elif method not in ("streamRawPredict", "rawPredict") or bool(body.get("stream")) != (
+            method == "streamRawPredict"
+        ):
             problem = f"method {method} with stream={body.get('stream')!r}"
         if problem is not None:
             await _json(send, 400, {"error": {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}})

@@ -16,7 +16,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import (
+    BuildOptions,
+    EncodeContext,
+    Identity,
+    ModelListing,
+    OnPlatform,
+    OwnAPI,
+    RateLimitHeaders,
+    RequestMeta,
+    StoredObjects,
+    TokenCounting,
+    UpstreamCall,
+)
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -31,7 +43,7 @@ from .stream_encode import AnthropicStreamEncoder
 class AnthropicCodec:
     name = "anthropic"
     fast_path = FAST_PATH
-    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
     identity = Identity("anthropic", "chat", "anthropic")
     routes = caller.ROUTES
@@ -40,9 +52,14 @@ class AnthropicCodec:
         self.rate_limit_headers: RateLimitHeaders | None = ratelimit.headers
         self.models: ModelListing | None = caller.MODELS
         self.counting: TokenCounting | None = caller.COUNTING
-        self.own_api: OwnAPI | None = OwnAPI("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", ("claude-*",))
+        self.own_api: OwnAPI | None = OwnAPI(
+            "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", ("claude-*",)
+        )
         self.stored: StoredObjects | None = None
-        self.platforms: Mapping[str, OnPlatform] = {"bedrock": bedrock.ADAPTER, "vertex": vertex.ADAPTER}  # cloud platforms that serve it
+        self.platforms: Mapping[str, OnPlatform] = {
+            "bedrock": bedrock.ADAPTER,
+            "vertex": vertex.ADAPTER,
+        }  # cloud platforms that serve it
 
     def recognises(self, path: str, header_names: Collection[bytes], query_keys: Collection[str]) -> bool:
         return caller.recognises(path, header_names, query_keys)

@@ -36,7 +36,13 @@ def matches(model: str, globs: tuple[str, ...] | None, default: tuple[str, ...])
 
 
 def claude_sampling(
-    temperature: float | None, top_p: float | None, top_k: int | None, *, thinking_on: bool, exclusive: bool, dropped: list[str]
+    temperature: float | None,
+    top_p: float | None,
+    top_k: int | None,
+    *,
+    thinking_on: bool,
+    exclusive: bool,
+    dropped: list[str],
 ) -> tuple[float | None, float | None, int | None]:
     """temperature / top_p / top_k as Claude takes them (on its own API or through Bedrock Converse),
     each one left out recorded in ``dropped``.

@@ -9,7 +9,7 @@ What Anthropic insists on, and how the builder satisfies it for requests from an
 * Thinking: models in ``adaptive_thinking_models`` (``models.py``; Claude 4.6 and later) get
   ``{type: adaptive}`` with the effort in ``output_config.effort``; older ones ``{type: enabled}``
   where ``budget_tokens`` must be ≥ 1024 and < ``max_tokens`` (clamped; dropped when
-  ``max_tokens`` ≤ 1024). An effort becomes a budget and back via ``gateway.thinking``. Thinking parts are
+  ``max_tokens`` ≤ 1024). An effort becomes a budget and back via ``gateway.dialects.thinking``. Thinking parts are
   sent only when made by Anthropic (``origin == "anthropic"``) and signed (or redacted).
   With thinking on, the assistant turns of the current tool-use loop (after the last user turn
   that is not only tool results) must begin with a signed thinking block; when one that calls
@@ -20,7 +20,7 @@ What Anthropic insists on, and how the builder satisfies it for requests from an
   schema into Anthropic's subset).
 * Sampling: with thinking on, temperature/top_k (and top_p < 0.95) from another dialect are left
   out; for models in ``sampling_exclusive_models`` top_p is left out when temperature is set.
-  Every setting left out here is named in ``UpstreamCall.dropped`` (``gateway/carry.py``), and so is
+  Every setting left out here is named in ``UpstreamCall.dropped`` (``gateway/dialects/carry.py``), and so is
   thinking when it has to be switched off.
 * ``anthropic-beta`` is forwarded only from Anthropic callers, minus ``options.dropped_betas``.
 * ``extras["anthropic"]`` passes through (``tools``/``thinking`` there replace the built ones).
@@ -33,6 +33,7 @@ from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object
+from gateway.dialects.thinking import budget_for_effort, effort_for_budget
 from gateway.ir import (
     ChatRequest,
     FilePart,
@@ -44,7 +45,6 @@ from gateway.ir import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.thinking import budget_for_effort, effort_for_budget
 
 from . import models
 from .schema import for_anthropic
@@ -90,7 +90,10 @@ def _image(part: ImagePart) -> dict[str, Any]:
 
 
 def _document(part: FilePart) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "document", "source": _source(part.media_type, part.data, part.url, "application/pdf")}
+    block: dict[str, Any] = {
+        "type": "document",
+        "source": _source(part.media_type, part.data, part.url, "application/pdf"),
+    }
     if part.filename:
         block["title"] = part.filename
     return block
@@ -184,7 +187,9 @@ def _loop_lacks_signed_thinking(messages: list[Message]) -> bool:
     return False
 
 
-def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any], adaptive: bool, dropped: list[str]) -> dict[str, Any] | None:
+def _thinking(
+    req: ChatRequest, max_tokens: int, extras: dict[str, Any], adaptive: bool, dropped: list[str]
+) -> dict[str, Any] | None:
     raw = extras.pop("thinking", None)
     t = req.thinking
     if t is None:
@@ -202,12 +207,18 @@ def _thinking(req: ChatRequest, max_tokens: int, extras: dict[str, Any], adaptiv
         return None
     if isinstance(raw, dict) and raw.get("type") == "adaptive":
         return raw
-    if adaptive and req.dialect != DIALECT:  # the model takes (or prefers) adaptive thinking; the effort goes in output_config
+    if (
+        adaptive and req.dialect != DIALECT
+    ):  # the model takes (or prefers) adaptive thinking; the effort goes in output_config
         out: dict[str, Any] = {"type": "adaptive"}
     else:
         budget = t.budget_tokens or budget_for_effort(t.effort or "medium")
         if max_tokens <= MIN_BUDGET:
-            log.warning("anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
+            log.warning(
+                "anthropic: thinking dropped: max_tokens %d leaves no room for a %d-token budget",
+                max_tokens,
+                MIN_BUDGET,
+            )
             dropped.append("thinking")
             return None
         out = {"type": "enabled", "budget_tokens": max(MIN_BUDGET, min(budget, max_tokens - 1))}
@@ -226,7 +237,12 @@ def _output_config(req: ChatRequest, extras: dict[str, Any], thinking: dict[str,
     raw = extras.pop("output_config", None)
     out: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
     rf = req.response_format
-    if rf is not None and rf.get("type") == "json_schema" and isinstance(rf.get("schema"), dict) and "format" not in out:
+    if (
+        rf is not None
+        and rf.get("type") == "json_schema"
+        and isinstance(rf.get("schema"), dict)
+        and "format" not in out
+    ):
         out["format"] = {"type": "json_schema", "schema": for_anthropic(rf["schema"])}
     t = req.thinking
     if thinking is not None and thinking.get("type") == "adaptive" and t is not None and "effort" not in out:
@@ -244,7 +260,14 @@ def _sampling(req: ChatRequest, body: dict[str, Any], thinking_on: bool, exclusi
     ``sampling_exclusive_models`` refuse temperature with top_p: temperature is kept.
     """
     same = req.dialect == DIALECT
-    temperature, top_p, top_k = models.claude_sampling(req.temperature, req.top_p, req.top_k, thinking_on=thinking_on and not same, exclusive=exclusive, dropped=dropped)
+    temperature, top_p, top_k = models.claude_sampling(
+        req.temperature,
+        req.top_p,
+        req.top_k,
+        thinking_on=thinking_on and not same,
+        exclusive=exclusive,
+        dropped=dropped,
+    )
     if temperature is not None:
         body["temperature"] = temperature
     if top_p is not None:

@@ -33,6 +33,7 @@ from gateway.dialects.common import (
     get_str,
     warn_unknown,
 )
+from gateway.dialects.signatures import unpack
 from gateway.errors import invalid
 from gateway.ir import (
     ROLES,
@@ -49,7 +50,6 @@ from gateway.ir import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.signatures import unpack
 
 DIALECT = "anthropic"
 

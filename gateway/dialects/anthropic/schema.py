@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-STRING_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"})
+STRING_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}
+)
 
 # Keywords kept on every node; the type-specific ones are handled below.
 _KEPT = frozenset({"type", "description", "title", "enum", "const", "default", "$ref"})

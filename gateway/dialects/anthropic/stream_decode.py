@@ -26,8 +26,18 @@ import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.dialects.kit import Blocks, bad_frame, frame_object
-from gateway.events import End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
-from gateway.sse import SSEFrame
+from gateway.events import (
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.framing.sse import SSEFrame
 
 from .errors import stream_error
 from .stop_reasons import map_stop_reason
@@ -88,7 +98,12 @@ class AnthropicStreamDecoder:
 
     def usage_so_far(self) -> Usage | None:
         state = self._usage
-        if state.input_tokens is None and state.output_tokens is None and state.cache_read is None and state.cache_write is None:
+        if (
+            state.input_tokens is None
+            and state.output_tokens is None
+            and state.cache_read is None
+            and state.cache_write is None
+        ):
             return None
         return state.canonical()
 
@@ -109,7 +124,9 @@ class AnthropicStreamDecoder:
             message = {}
         mid = message.get("id")
         model = message.get("model")
-        events: list[Event] = [MessageStart(mid if isinstance(mid, str) else new_id("msg_"), model if isinstance(model, str) else "")]
+        events: list[Event] = [
+            MessageStart(mid if isinstance(mid, str) else new_id("msg_"), model if isinstance(model, str) else "")
+        ]
         usage = self._usage.update(message.get("usage"))
         if usage is not None:
             events.append(usage)
@@ -134,7 +151,9 @@ class AnthropicStreamDecoder:
             call_id = block.get("id")
             name = block.get("name")
             call_id = call_id if isinstance(call_id, str) else new_id("toolu_")
-            index = blocks.start("tool_call", events, key=upstream, id=call_id, name=name if isinstance(name, str) else "")
+            index = blocks.start(
+                "tool_call", events, key=upstream, id=call_id, name=name if isinstance(name, str) else ""
+            )
             tool_input = block.get("input")
             if isinstance(tool_input, dict) and tool_input:
                 events.append(ToolArgsDelta(index, orjson.dumps(tool_input).decode()))

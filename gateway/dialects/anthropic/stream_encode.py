@@ -35,6 +35,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.signatures import for_caller
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -48,7 +49,6 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.signatures import for_caller
 
 from .errors import error_body
 from .stop_reasons import render_stop_reason as stop_to_anthropic
@@ -168,7 +168,11 @@ class AnthropicStreamEncoder:
                 "output_tokens": full["output_tokens"],
             }
         delta = {"stop_reason": stop_to_anthropic(event, self._same), "stop_sequence": event.stop_sequence}
-        out += b"event: message_delta\ndata: " + orjson.dumps({"type": "message_delta", "delta": delta, "usage": usage}) + b"\n\n"
+        out += (
+            b"event: message_delta\ndata: "
+            + orjson.dumps({"type": "message_delta", "delta": delta, "usage": usage})
+            + b"\n\n"
+        )
         return out + MESSAGE_STOP
 
     def _error(self, event: StreamError) -> bytes:
@@ -193,16 +197,25 @@ class AnthropicStreamEncoder:
         block.index = index
         self._open = block
         if block.kind == "tool_call":
-            content: dict[str, object] = {"type": "tool_use", "id": block.id or new_id("toolu_"), "name": block.name or "", "input": {}}
+            content: dict[str, object] = {
+                "type": "tool_use",
+                "id": block.id or new_id("toolu_"),
+                "name": block.name or "",
+                "input": {},
+            }
         elif block.kind == "thinking":
             content = {"type": "thinking", "thinking": "", "signature": ""}
         elif block.kind == "redacted_thinking":
-            content = {"type": "redacted_thinking", "data": for_caller(DIALECT, self._ctx.upstream_dialect, block.data or "")}
+            content = {
+                "type": "redacted_thinking",
+                "data": for_caller(DIALECT, self._ctx.upstream_dialect, block.data or ""),
+            }
         else:
             content = {"type": "text", "text": ""}
         dtype, field = _DELTA.get(block.kind, (b"text_delta", b"text"))
         block.prefix = (
-            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":' % (index, dtype, field)
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":'
+            % (index, dtype, field)
         )
         return (
             b"event: content_block_start\ndata: "
@@ -228,7 +241,8 @@ class AnthropicStreamEncoder:
         if block.kind == "thinking" and block.signature:
             signature = for_caller(DIALECT, self._ctx.upstream_dialect, block.signature)
             out += (
-                b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":' % block.index
+                b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":'
+                % block.index
                 + orjson.dumps(signature)
                 + b"}}\n\n"
             )

@@ -98,7 +98,10 @@ def budget_below_max_tokens(body: dict[str, Any], meta: RequestMeta) -> tuple[st
         return None
     budget = thinking.get("budget_tokens")
     if isinstance(budget, int) and isinstance(limit, int) and not isinstance(budget, bool) and budget >= limit:
-        return "thinking.budget_tokens", f"`max_tokens` must be greater than `thinking.budget_tokens` ({limit} <= {budget})"
+        return (
+            "thinking.budget_tokens",
+            f"`max_tokens` must be greater than `thinking.budget_tokens` ({limit} <= {budget})",
+        )
     return None
 
 

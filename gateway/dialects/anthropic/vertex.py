@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from gateway.cloud import vertex_prefix
 from gateway.dialects.base import OnPlatform, UpstreamCall
+from gateway.dialects.cloud import vertex_prefix
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 ANTHROPIC_VERSION = "vertex-2023-10-16"
 

@@ -15,6 +15,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import arguments_object, new_id, warn_unknown
+from gateway.dialects.signatures import for_caller
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -28,7 +29,6 @@ from gateway.events import (
     Usage,
 )
 from gateway.reply import Reply
-from gateway.signatures import for_caller
 
 from .errors import stream_error
 from .stop_reasons import map_stop_reason, render_stop_reason
@@ -57,9 +57,13 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             if text:
                 events.append(TextDelta(index, text))
         elif btype == "tool_use":
-            events.append(BlockStart(index, "tool_call", _str(block.get("id")) or new_id("toolu_"), _str(block.get("name")) or ""))
+            events.append(
+                BlockStart(index, "tool_call", _str(block.get("id")) or new_id("toolu_"), _str(block.get("name")) or "")
+            )
             tool_input = block.get("input")
-            events.append(ToolArgsDelta(index, orjson.dumps(tool_input if isinstance(tool_input, dict) else {}).decode()))
+            events.append(
+                ToolArgsDelta(index, orjson.dumps(tool_input if isinstance(tool_input, dict) else {}).decode())
+            )
         elif btype == "thinking":
             events.append(BlockStart(index, "thinking"))
             text = _str(block.get("thinking"))
@@ -88,13 +92,22 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         if block.kind == "text":
             content.append({"type": "text", "text": block.text})
         elif block.kind == "tool_call":
-            content.append({"type": "tool_use", "id": block.id or new_id("toolu_"), "name": block.name or "", "input": arguments_object(block.text)})
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id or new_id("toolu_"),
+                    "name": block.name or "",
+                    "input": arguments_object(block.text),
+                }
+            )
         elif block.kind == "thinking":
             signature = for_caller(DIALECT, ctx.upstream_dialect, block.signature) if block.signature else ""
             content.append({"type": "thinking", "thinking": block.text, "signature": signature})
         elif block.kind == "redacted_thinking":
             # packed with its origin like a signature: it is only valid where it was made
-            content.append({"type": "redacted_thinking", "data": for_caller(DIALECT, ctx.upstream_dialect, block.data or "")})
+            content.append(
+                {"type": "redacted_thinking", "data": for_caller(DIALECT, ctx.upstream_dialect, block.data or "")}
+            )
     end = reply.end or End("stop")
     return {
         "id": reply.id if same and reply.id else new_id("msg_"),

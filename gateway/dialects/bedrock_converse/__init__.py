@@ -55,7 +55,7 @@ def _upstream_only(what: str) -> NoReturn:
 class ConverseCodec:
     name = NAME
     fast_path = FAST_PATH
-    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # empty: no caller writes Converse parameters
     identity = Identity("aws.bedrock", "chat", "aws")
     routes: tuple[CallerRoute, ...] = ()  # upstream only

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from gateway.dialects.base import OnPlatform, UpstreamCall
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 
 class OnBedrock(OnPlatform):

@@ -52,12 +52,31 @@ DOCUMENT_FORMATS = {
     "text/markdown": "md",
 }
 AUDIO_FORMATS = {
-    "mpeg": "mp3", "mp3": "mp3", "wav": "wav", "x-wav": "wav", "wave": "wav", "ogg": "ogg", "opus": "opus",
-    "flac": "flac", "aac": "aac", "x-aac": "x-aac", "mp4": "mp4", "m4a": "m4a", "x-m4a": "m4a", "webm": "webm", "pcm": "pcm",
+    "mpeg": "mp3",
+    "mp3": "mp3",
+    "wav": "wav",
+    "x-wav": "wav",
+    "wave": "wav",
+    "ogg": "ogg",
+    "opus": "opus",
+    "flac": "flac",
+    "aac": "aac",
+    "x-aac": "x-aac",
+    "mp4": "mp4",
+    "m4a": "m4a",
+    "x-m4a": "m4a",
+    "webm": "webm",
+    "pcm": "pcm",
 }
 VIDEO_FORMATS = {
-    "mp4": "mp4", "webm": "webm", "quicktime": "mov", "x-matroska": "mkv", "x-flv": "flv",
-    "mpeg": "mpeg", "x-ms-wmv": "wmv", "3gpp": "three_gp",
+    "mp4": "mp4",
+    "webm": "webm",
+    "quicktime": "mov",
+    "x-matroska": "mkv",
+    "x-flv": "flv",
+    "mpeg": "mpeg",
+    "x-ms-wmv": "wmv",
+    "3gpp": "three_gp",
 }
 _TOOL_ID = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9\s\-()\[\]]")
@@ -98,7 +117,9 @@ class Folder:
             blocks.append({"cachePoint": point})
         return blocks
 
-    def _source(self, data: str | None, url: str | None, media_type: str | None) -> tuple[dict[str, Any], str | None] | None:
+    def _source(
+        self, data: str | None, url: str | None, media_type: str | None
+    ) -> tuple[dict[str, Any], str | None] | None:
         """(source, media type) of inline or s3 media; ``None`` for a URL Converse cannot fetch."""
         if data is not None:
             return {"bytes": data}, media_type
@@ -190,7 +211,15 @@ class Folder:
         if isinstance(part, TextPart):
             return self.text(part)
         if isinstance(part, ToolCallPart):
-            return [{"toolUse": {"toolUseId": tool_id(part.id), "name": part.name, "input": arguments_object(part.arguments)}}]
+            return [
+                {
+                    "toolUse": {
+                        "toolUseId": tool_id(part.id),
+                        "name": part.name,
+                        "input": arguments_object(part.arguments),
+                    }
+                }
+            ]
         if isinstance(part, ToolResultPart):
             return [self.tool_result(part)]
         if isinstance(part, ImagePart) and role == "user":
@@ -228,7 +257,9 @@ class Folder:
         messages = []
         for role, results, others in turns:
             if role == "assistant":  # reasoning first: it preceded the answer (Claude 400s otherwise)
-                others = [b for b in others if "reasoningContent" in b] + [b for b in others if "reasoningContent" not in b]
+                others = [b for b in others if "reasoningContent" in b] + [
+                    b for b in others if "reasoningContent" not in b
+                ]
             messages.append({"role": role, "content": results + others})
         return system, messages
 

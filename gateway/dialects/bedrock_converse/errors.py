@@ -24,11 +24,11 @@ import orjson
 
 from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
-from gateway.eventstream import EXCEPTIONS
+from gateway.framing.eventstream import EXCEPTIONS
 
 DIALECT = "bedrock-converse"
 
-# exception type -> (kind, status): one table for every Bedrock stream, the framer's (gateway/eventstream.py)
+# exception type -> (kind, status): one table for every Bedrock stream, the framer's (gateway/framing/eventstream.py)
 KIND_BY_EXCEPTION = EXCEPTIONS
 
 
@@ -108,4 +108,9 @@ def stream_error(exception: str, data: Any) -> StreamError:
 def render_error(err: GatewayError) -> tuple[int, dict[str, Any]]:
     """Bedrock's own error shape (for the codec protocol: no caller endpoint speaks Converse)."""
     status = err.status or STATUS_BY_KIND.get(err.kind, 500)
-    return status, {"message": err.message, "__type": err.raw if err.origin == DIALECT and err.raw else EXCEPTION_BY_KIND.get(err.kind, "InternalServerException")}
+    return status, {
+        "message": err.message,
+        "__type": err.raw
+        if err.origin == DIALECT and err.raw
+        else EXCEPTION_BY_KIND.get(err.kind, "InternalServerException"),
+    }

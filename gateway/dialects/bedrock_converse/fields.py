@@ -2,7 +2,7 @@
 
 No caller speaks Converse, so ``PARAMS`` (a caller's own names, for refusals) is empty: a refusal
 names the field in the caller's dialect. ``LIMITS`` are the settings ``request_build`` has no
-place for (see ``gateway/carry.py``):
+place for (see ``gateway/dialects/carry.py``):
 
 * ``parallel_tool_calls``: Converse cannot be told to call one tool at a time;
 * ``tool_choice.allowed``: ``toolChoice`` is auto, any or one named tool (a required call among
@@ -20,7 +20,7 @@ them where it knows the model's field, and records them in ``UpstreamCall.droppe
 
 from __future__ import annotations
 
-from gateway.carry import USES, Limit
+from gateway.dialects.carry import USES, Limit
 from gateway.ir import ChatRequest, ImagePart, ToolResultPart
 
 _URL = ("http://", "https://", "gs://")
@@ -37,7 +37,9 @@ def _media_by_url(req: ChatRequest) -> bool:
         for part in message.content:
             if isinstance(part, ImagePart) and image_by_url(part):
                 return True
-            if isinstance(part, ToolResultPart) and any(isinstance(p, ImagePart) and image_by_url(p) for p in part.content):
+            if isinstance(part, ToolResultPart) and any(
+                isinstance(p, ImagePart) and image_by_url(p) for p in part.content
+            ):
                 return True
     return False
 
@@ -49,10 +51,22 @@ LIMITS = (
     Limit(
         "tool_choice.allowed",
         "Bedrock Converse's toolChoice names one tool, not a list of allowed tools",
-        when=lambda r: USES["tool_choice.allowed"](r) and not (r.tool_choice is not None and r.tool_choice.mode == "required" and len(r.tool_choice.allowed or ()) == 1),
+        when=lambda r: (
+            USES["tool_choice.allowed"](r)
+            and not (
+                r.tool_choice is not None and r.tool_choice.mode == "required" and len(r.tool_choice.allowed or ()) == 1
+            )
+        ),
     ),
-    Limit("response_format.json", "Bedrock Converse takes a JSON schema (outputConfig.textFormat), not a schema-less JSON mode"),
-    Limit("messages.file_url", "Bedrock Converse takes images and documents as bytes or an s3:// location, not by URL", when=_media_by_url),
+    Limit(
+        "response_format.json",
+        "Bedrock Converse takes a JSON schema (outputConfig.textFormat), not a schema-less JSON mode",
+    ),
+    Limit(
+        "messages.file_url",
+        "Bedrock Converse takes images and documents as bytes or an s3:// location, not by URL",
+        when=_media_by_url,
+    ),
     Limit("messages.assistant_media", "Bedrock Converse assistant turns cannot hold images or documents"),
     Limit("user", "Bedrock Converse takes no end-user id", advisory=True),
     Limit("metadata", "Bedrock Converse takes no request metadata", advisory=True),

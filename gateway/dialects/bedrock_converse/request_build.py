@@ -40,8 +40,8 @@ import orjson
 
 from gateway.dialects.anthropic import models as claude
 from gateway.dialects.base import BuildOptions, UpstreamCall
+from gateway.dialects.thinking import budget_for_effort, level_of
 from gateway.ir import ChatRequest, Message, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.thinking import budget_for_effort, level_of
 
 from .content import Folder, has_tool_blocks, history_tools
 from .models import Family, family
@@ -86,14 +86,20 @@ def _claude_thinking(req: ChatRequest, max_tokens: int, adaptive: bool, dropped:
     if adaptive:
         return {"type": "adaptive"}
     if max_tokens <= MIN_BUDGET:
-        log.warning("bedrock-converse: thinking dropped: maxTokens %d leaves no room for a %d-token budget", max_tokens, MIN_BUDGET)
+        log.warning(
+            "bedrock-converse: thinking dropped: maxTokens %d leaves no room for a %d-token budget",
+            max_tokens,
+            MIN_BUDGET,
+        )
         dropped.append("thinking")
         return None
     budget = t.budget_tokens or budget_for_effort(effort)
     return {"type": "enabled", "budget_tokens": max(MIN_BUDGET, min(budget, max_tokens - 1))}
 
 
-def _model_fields(req: ChatRequest, fam: Family, model: str, options: BuildOptions, max_tokens: int | None, dropped: list[str]) -> tuple[dict[str, Any], bool]:
+def _model_fields(
+    req: ChatRequest, fam: Family, model: str, options: BuildOptions, max_tokens: int | None, dropped: list[str]
+) -> tuple[dict[str, Any], bool]:
     """(``additionalModelRequestFields``, whether Claude thinking is on)."""
     fields: dict[str, Any] = {}
     thinking_on = False
@@ -125,12 +131,16 @@ def _model_fields(req: ChatRequest, fam: Family, model: str, options: BuildOptio
     return fields, thinking_on
 
 
-def _inference(req: ChatRequest, max_tokens: int | None, thinking_on: bool, exclusive: bool, dropped: list[str]) -> dict[str, Any]:
+def _inference(
+    req: ChatRequest, max_tokens: int | None, thinking_on: bool, exclusive: bool, dropped: list[str]
+) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if max_tokens is not None:
         config["maxTokens"] = max_tokens
     # Claude's rules (thinking_on is only ever set for Claude); top_k is not an inferenceConfig field
-    temperature, top_p, _ = claude.claude_sampling(req.temperature, req.top_p, None, thinking_on=thinking_on, exclusive=exclusive, dropped=dropped)
+    temperature, top_p, _ = claude.claude_sampling(
+        req.temperature, req.top_p, None, thinking_on=thinking_on, exclusive=exclusive, dropped=dropped
+    )
     if temperature is not None:
         if temperature > 1.0:
             log.warning("bedrock-converse: temperature %g clamped to 1.0 (Converse's maximum)", temperature)
@@ -161,7 +171,9 @@ def _tool_config(req: ChatRequest, messages: list[dict[str, Any]], dropped: list
     tools = [_tool_spec(t.name, t.description, t.parameters, t.strict) for t in req.tools]
     declared = {t.name for t in req.tools}
     if in_history:  # Bedrock requires a toolConfig declaring the tools the history calls
-        tools += [_tool_spec(name, None, _EMPTY_SCHEMA, None) for name in history_tools(messages) if name not in declared]
+        tools += [
+            _tool_spec(name, None, _EMPTY_SCHEMA, None) for name in history_tools(messages) if name not in declared
+        ]
     if not tools:
         return None
     if choice is not None and choice.mode == "none":
@@ -205,7 +217,9 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     # Claude needs a limit to fit a thinking budget under (and Bedrock's own default is small)
     max_tokens = req.max_tokens or (options.default_max_tokens if fam == "claude" else None)
     fields, thinking_on = _model_fields(req, fam, upstream_model, options, max_tokens, dropped)
-    exclusive = fam == "claude" and claude.matches(upstream_model, options.sampling_exclusive_models, claude.SAMPLING_EXCLUSIVE)
+    exclusive = fam == "claude" and claude.matches(
+        upstream_model, options.sampling_exclusive_models, claude.SAMPLING_EXCLUSIVE
+    )
     inference = _inference(req, max_tokens, thinking_on, exclusive, dropped)
     if inference:
         body["inferenceConfig"] = inference

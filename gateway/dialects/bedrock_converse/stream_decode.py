@@ -40,7 +40,7 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.sse import SSEFrame
+from gateway.framing.sse import SSEFrame
 
 from .errors import is_exception, stream_error
 from .stop_reasons import map_stop_reason
@@ -136,7 +136,12 @@ class ConverseStreamDecoder:
         if isinstance(tool, dict):
             call_id = tool.get("toolUseId")
             name = tool.get("name")
-            return self._open(upstream, "tool_call", id=call_id if isinstance(call_id, str) else new_id("tooluse_"), name=name if isinstance(name, str) else "")[1]
+            return self._open(
+                upstream,
+                "tool_call",
+                id=call_id if isinstance(call_id, str) else new_id("tooluse_"),
+                name=name if isinstance(name, str) else "",
+            )[1]
         if not any(key in start for key in ("toolResult", "image")):
             return []  # an empty or new start: the block's deltas will say what it is
         warn_unknown(DIALECT, f"content block start {sorted(start)!r}")

@@ -14,7 +14,17 @@ from typing import Any
 import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
-from gateway.events import BlockStart, BlockStop, End, Event, MessageStart, SignatureDelta, TextDelta, ThinkingDelta, ToolArgsDelta
+from gateway.events import (
+    BlockStart,
+    BlockStop,
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+)
 
 from .stop_reasons import map_stop_reason
 from .stream_decode import DIALECT, stop_sequence_of
@@ -33,7 +43,9 @@ def _block(block: dict[str, Any], index: int) -> list[Event] | None:
     if isinstance(tool, dict):
         tool_input = tool.get("input")
         return [
-            BlockStart(index, "tool_call", _str(tool.get("toolUseId")) or new_id("tooluse_"), _str(tool.get("name")) or ""),
+            BlockStart(
+                index, "tool_call", _str(tool.get("toolUseId")) or new_id("tooluse_"), _str(tool.get("name")) or ""
+            ),
             ToolArgsDelta(index, orjson.dumps(tool_input if isinstance(tool_input, dict) else {}).decode()),
         ]
     reasoning = block.get("reasoningContent")

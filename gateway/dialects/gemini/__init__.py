@@ -11,7 +11,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import (
+    BuildOptions,
+    EncodeContext,
+    Identity,
+    ModelListing,
+    OnPlatform,
+    OwnAPI,
+    RateLimitHeaders,
+    RequestMeta,
+    StoredObjects,
+    TokenCounting,
+    UpstreamCall,
+)
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -28,7 +40,7 @@ from .stream_encode import GeminiStreamEncoder
 class GeminiCodec:
     name = "gemini"
     fast_path = FAST_PATH
-    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
     identity = Identity("gcp.gemini", "generate_content", "google")
     routes = caller.ROUTES
@@ -37,7 +49,9 @@ class GeminiCodec:
         self.rate_limit_headers: RateLimitHeaders | None = None
         self.models: ModelListing | None = caller.MODELS
         self.counting: TokenCounting | None = caller.COUNTING
-        self.own_api: OwnAPI | None = OwnAPI("gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", ("gemini-*",))
+        self.own_api: OwnAPI | None = OwnAPI(
+            "gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", ("gemini-*",)
+        )
         self.stored: StoredObjects | None = None
         self.platforms: Mapping[str, OnPlatform] = {"vertex": vertex.ADAPTER}  # cloud platforms that serve it
 

@@ -10,14 +10,25 @@ from gateway.dialects.base import CallerRoute, ModelAction, UpstreamCall
 
 from .request_build import model_path
 
-ACTIONS = (ModelAction("generateContent", stream=False), ModelAction("streamGenerateContent", stream=True), ModelAction("countTokens", "count"))
+ACTIONS = (
+    ModelAction("generateContent", stream=False),
+    ModelAction("streamGenerateContent", stream=True),
+    ModelAction("countTokens", "count"),
+)
 # the SDKs use v1beta; google-genai without an explicit api_version asks for v1
-ROUTES = tuple(CallerRoute(f"/{version}/models/{{target:path}}", "model_action", actions=ACTIONS) for version in ("v1beta", "v1"))
+ROUTES = tuple(
+    CallerRoute(f"/{version}/models/{{target:path}}", "model_action", actions=ACTIONS) for version in ("v1beta", "v1")
+)
 
 
 def recognises(path: str, header_names: Any, query_keys: Any) -> bool:
     """google-genai: ``/v1beta/…``, its key header or ``x-goog-api-client``, or ``?key=``."""
-    return path.startswith("/v1beta/") or b"x-goog-api-key" in header_names or b"x-goog-api-client" in header_names or "key" in query_keys
+    return (
+        path.startswith("/v1beta/")
+        or b"x-goog-api-key" in header_names
+        or b"x-goog-api-client" in header_names
+        or "key" in query_keys
+    )
 
 
 class Models:
@@ -56,7 +67,12 @@ class Counting:
         call.params = {}
         body: dict[str, Any] = {"contents": built.get("contents", [])}
         if "systemInstruction" in built or "tools" in built:
-            body = {"generateContentRequest": {"model": f"models/{upstream_model}", **{k: v for k, v in built.items() if k in _REQUEST_FIELDS}}}
+            body = {
+                "generateContentRequest": {
+                    "model": f"models/{upstream_model}",
+                    **{k: v for k, v in built.items() if k in _REQUEST_FIELDS},
+                }
+            }
         call.body = body
         return call
 

@@ -1,12 +1,12 @@
 """The Gemini generateContent wire and the IR's fields: what a caller calls them, what an upstream cannot carry.
 
 ``PARAMS`` names an IR field the way a Gemini caller wrote it (for a refusal in its own terms);
-``LIMITS`` are the settings ``request_build`` has no place for (see ``gateway/carry.py``).
+``LIMITS`` are the settings ``request_build`` has no place for (see ``gateway/dialects/carry.py``).
 """
 
 from __future__ import annotations
 
-from gateway.carry import Limit
+from gateway.dialects.carry import Limit
 
 PARAMS = {
     "stop": "generationConfig.stopSequences",

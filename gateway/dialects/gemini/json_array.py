@@ -35,7 +35,7 @@ class JsonArrayStreamEncoder:
         frames = self._inner.encode(event)
         out = b""
         if frames:
-            elements = [f[len(_DATA):] if f.startswith(_DATA) else f for f in frames.split(_FRAME_END) if f]
+            elements = [f[len(_DATA) :] if f.startswith(_DATA) else f for f in frames.split(_FRAME_END) if f]
             out = (b",\r\n" if self._opened else b"[") + b",\r\n".join(elements)
             self._opened = True
         if type(event) is End or type(event) is StreamError:

@@ -24,9 +24,9 @@ from urllib.parse import quote
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object, loads_object, log
+from gateway.dialects.thinking import budget_for_effort
 from gateway.errors import GatewayError
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.thinking import budget_for_effort
 
 from .schema import convert_for_gemini
 
@@ -48,9 +48,11 @@ def model_path(upstream_model: str) -> str:
     not steer the call elsewhere on the provider with the gateway's key: ``?`` and ``#`` are
     percent-encoded and ``.`` / ``..`` segments refused. ``/`` stays (``tunedModels/x``).
     """
-    model = upstream_model[len("models/"):] if upstream_model.startswith("models/") else upstream_model
+    model = upstream_model[len("models/") :] if upstream_model.startswith("models/") else upstream_model
     if not model or any(seg in ("", ".", "..") for seg in model.split("/")):
-        raise GatewayError("invalid_request", f"model name {upstream_model!r} cannot be used in a Gemini URL", 400, param="model")
+        raise GatewayError(
+            "invalid_request", f"model name {upstream_model!r} cannot be used in a Gemini URL", 400, param="model"
+        )
     return quote(model, safe="/-._~:@!$&'()*+,;=")
 
 

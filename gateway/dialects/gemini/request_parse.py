@@ -48,8 +48,16 @@ DIALECT = "gemini"
 _TOP_KEYS = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model"})
 _GEN_KEYS = frozenset(
     {
-        "maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "candidateCount",
-        "responseMimeType", "responseSchema", "responseJsonSchema", "thinkingConfig",
+        "maxOutputTokens",
+        "temperature",
+        "topP",
+        "topK",
+        "stopSequences",
+        "candidateCount",
+        "responseMimeType",
+        "responseSchema",
+        "responseJsonSchema",
+        "thinkingConfig",
     }
 )
 _ROLES: dict[str, Role] = {"user": "user", "model": "assistant", "function": "user", "tool": "user"}
@@ -97,7 +105,7 @@ class _Ids:
 def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     model = meta.path_model or ""
     if model.startswith("models/"):
-        model = model[len("models/"):]
+        model = model[len("models/") :]
     if not model:
         raise invalid("model: missing in the URL (/v1beta/models/{model}:generateContent)", param="model")
     body = _camel(body)
@@ -128,7 +136,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     elif system is not None:
         sys_obj = _camel(expect_dict(system, "systemInstruction"))
         for j, raw in enumerate(get_list(sys_obj, "parts", "systemInstruction.parts")):
-            text = get_str(expect_dict(raw, f"systemInstruction.parts[{j}]"), "text", f"systemInstruction.parts[{j}].text")
+            text = get_str(
+                expect_dict(raw, f"systemInstruction.parts[{j}]"), "text", f"systemInstruction.parts[{j}].text"
+            )
             if text:
                 req.system.append(TextPart(text))
 
@@ -196,7 +206,9 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
         if mime.startswith("image/"):
             out.append(ImagePart(mime, url=uri))
         else:
-            out.append(FilePart(mime or None, url=uri, filename=get_str(fd, "displayName", f"{path}.fileData.displayName")))
+            out.append(
+                FilePart(mime or None, url=uri, filename=get_str(fd, "displayName", f"{path}.fileData.displayName"))
+            )
     elif "functionCall" in part:
         fc = _camel(get_dict(part, "functionCall", f"{path}.functionCall", required=True) or {})
         name = get_str(fc, "name", f"{path}.functionCall.name", required=True) or ""
@@ -215,7 +227,12 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
         content: list[TextPart | ImagePart | FilePart] = [TextPart(text)]
         for k, sub in enumerate(get_list(fr, "parts", f"{path}.functionResponse.parts")):
             media: list[Part] = []
-            _part(_camel(expect_dict(sub, f"{path}.functionResponse.parts[{k}]")), f"{path}.functionResponse.parts[{k}]", media, ids)
+            _part(
+                _camel(expect_dict(sub, f"{path}.functionResponse.parts[{k}]")),
+                f"{path}.functionResponse.parts[{k}]",
+                media,
+                ids,
+            )
             content.extend(m for m in media if isinstance(m, (ImagePart, FilePart)))
         out.append(ToolResultPart(cid, content, is_error=is_error, name=name))
     else:
@@ -240,7 +257,9 @@ def _tools(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> No
             if "parametersJsonSchema" in decl:
                 params = get_dict(decl, "parametersJsonSchema", f"{path}.parametersJsonSchema") or {}
             else:
-                params = to_json_schema(get_dict(decl, "parameters", f"{path}.parameters") or {"type": "object", "properties": {}})
+                params = to_json_schema(
+                    get_dict(decl, "parameters", f"{path}.parameters") or {"type": "object", "properties": {}}
+                )
             req.tools.append(Tool(name, get_str(decl, "description", f"{path}.description"), params))
     if other:
         extras["tools"] = other

@@ -23,9 +23,26 @@ from typing import Any
 # Keys Gemini's Schema accepts (everything else is dropped or rewritten).
 _KEEP = frozenset(
     {
-        "type", "format", "description", "nullable", "enum", "items", "properties", "required",
-        "minItems", "maxItems", "minLength", "maxLength", "pattern", "minimum", "maximum",
-        "minProperties", "maxProperties", "anyOf", "propertyOrdering", "example",
+        "type",
+        "format",
+        "description",
+        "nullable",
+        "enum",
+        "items",
+        "properties",
+        "required",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "minProperties",
+        "maxProperties",
+        "anyOf",
+        "propertyOrdering",
+        "example",
     }
 )
 _FORMATS = {
@@ -190,7 +207,16 @@ def _convert(node: Any, root: dict[str, Any], stack: tuple[str, ...], depth: int
     if out.get("type") == "array" and "items" not in out:
         out["items"] = {"type": "string"}  # Gemini requires items on ARRAY
 
-    for key in ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties", "minimum", "maximum"):
+    for key in (
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "minProperties",
+        "maxProperties",
+        "minimum",
+        "maximum",
+    ):
         value = node.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = value

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from gateway.signatures import PREFIX, for_caller, unpack
+from gateway.dialects.signatures import PREFIX, for_caller, unpack
 
 DIALECT = "gemini"
 _PREFIX_BYTES = PREFIX.encode()

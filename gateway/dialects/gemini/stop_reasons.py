@@ -37,7 +37,9 @@ FROM_WIRE: dict[str, StopReason] = {
 }
 
 # promptFeedback.blockReason (no candidates at all): the prompt itself was refused.
-BLOCK_REASONS = frozenset({"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "BLOCK_REASON_UNSPECIFIED"})
+BLOCK_REASONS = frozenset(
+    {"SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "BLOCK_REASON_UNSPECIFIED"}
+)
 
 TO_WIRE: dict[str, str] = {
     "stop": "STOP",

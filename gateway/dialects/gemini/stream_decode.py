@@ -35,8 +35,19 @@ import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.dialects.kit import Blocks, bad_frame, frame_array, frame_object, prompt_side
-from gateway.events import BlockKind, End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
-from gateway.sse import SSEFrame
+from gateway.events import (
+    BlockKind,
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.framing.sse import SSEFrame
 
 from .errors import error_fields, kind_for
 from .stop_reasons import map_stop_reason
@@ -52,8 +63,19 @@ class GeminiStreamDecoder:
     """Incremental decoder; ``whole=True`` is used for JSON bodies (no finishReason → stop)."""
 
     __slots__ = (
-        "_started", "_blocks", "_open_kind", "_open_index", "_finish", "_finish_message",
-        "_saw_call", "_usage", "_done", "_calls", "_stream_call", "_whole", "_early_sent",
+        "_started",
+        "_blocks",
+        "_open_kind",
+        "_open_index",
+        "_finish",
+        "_finish_message",
+        "_saw_call",
+        "_usage",
+        "_done",
+        "_calls",
+        "_stream_call",
+        "_whole",
+        "_early_sent",
     )
 
     def __init__(self, whole: bool = False) -> None:
@@ -101,9 +123,15 @@ class GeminiStreamDecoder:
         if not self._started:
             self._started = True
             rid = chunk.get("responseId")
-            out.append(MessageStart(rid if isinstance(rid, str) and rid else new_id("gen-"), str(chunk.get("modelVersion") or "")))
+            out.append(
+                MessageStart(
+                    rid if isinstance(rid, str) and rid else new_id("gen-"), str(chunk.get("modelVersion") or "")
+                )
+            )
         meta = chunk.get("usageMetadata")
-        if isinstance(meta, dict) and ("promptTokenCount" in meta or "candidatesTokenCount" in meta or "thoughtsTokenCount" in meta):
+        if isinstance(meta, dict) and (
+            "promptTokenCount" in meta or "candidatesTokenCount" in meta or "thoughtsTokenCount" in meta
+        ):
             self._usage = meta
             if not self._early_sent and "promptTokenCount" in meta:
                 self._early_sent = True

@@ -50,7 +50,18 @@ _END = b"}\r\n\r\n"
 
 
 class GeminiStreamEncoder:
-    __slots__ = ("_ctx", "_tail", "_usage", "_usage_bytes", "_sig", "_sig_index", "_kinds", "_calls", "_done", "_thoughts")
+    __slots__ = (
+        "_ctx",
+        "_tail",
+        "_usage",
+        "_usage_bytes",
+        "_sig",
+        "_sig_index",
+        "_kinds",
+        "_calls",
+        "_done",
+        "_thoughts",
+    )
 
     def __init__(self, ctx: EncodeContext) -> None:
         self._ctx = ctx
@@ -66,9 +77,7 @@ class GeminiStreamEncoder:
         self._set_id(new_id("gw-"))
 
     def _set_id(self, rid: str) -> None:
-        self._tail = (
-            b',"modelVersion":' + orjson.dumps(self._ctx.model) + b',"responseId":' + orjson.dumps(rid) + _END
-        )
+        self._tail = b',"modelVersion":' + orjson.dumps(self._ctx.model) + b',"responseId":' + orjson.dumps(rid) + _END
 
     def keepalive(self) -> bytes:
         return b""
@@ -142,6 +151,4 @@ class GeminiStreamEncoder:
             self._sig = None
         cand = b'"finishReason":' + orjson.dumps(reason)
         usage_bytes = b',"usageMetadata":' + orjson.dumps(usage_map.render_usage(self._usage or Usage()))
-        return (
-            _HEAD + orjson.dumps(part) + b'],"role":"model"},' + cand + b',"index":0}]' + usage_bytes + self._tail
-        )
+        return _HEAD + orjson.dumps(part) + b'],"role":"model"},' + cand + b',"index":0}]' + usage_bytes + self._tail

@@ -85,7 +85,10 @@ def allowed_names_declared(body: dict[str, Any], meta: RequestMeta) -> tuple[str
                 declared.add(decl["name"])
     path = "toolConfig.functionCallingConfig.allowedFunctionNames"
     if not declared:
-        return path, f"* GenerateContentRequest.{path}: allowed_function_names is set but no function declarations are provided"
+        return (
+            path,
+            f"* GenerateContentRequest.{path}: allowed_function_names is set but no function declarations are provided",
+        )
     unknown = [n for n in allowed if isinstance(n, str) and n not in declared]
     if unknown:
         return path, f"* GenerateContentRequest.{path}: {unknown[0]!r} is not a declared function"

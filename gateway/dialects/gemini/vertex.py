@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.cloud import vertex_prefix
 from gateway.dialects.base import OnPlatform, UpstreamCall
+from gateway.dialects.cloud import vertex_prefix
 
 from .request_build import model_path
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 
 def model_route(upstream_model: str, s: CloudSettings) -> str:

@@ -59,8 +59,13 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
             if block.text and thoughts:
                 part = {"text": block.text, "thought": True}
         elif block.kind == "tool_call":
-            part = {"functionCall": {"id": block.id or f"call_{len(parts) + 1}", "name": block.name or "",
-                                     "args": arguments_object(block.arguments)}}
+            part = {
+                "functionCall": {
+                    "id": block.id or f"call_{len(parts) + 1}",
+                    "name": block.name or "",
+                    "args": arguments_object(block.arguments),
+                }
+            }
         if part is not None and sig is not None:
             part["thoughtSignature"] = sig
             sig = None

@@ -11,7 +11,20 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, StreamDecoder, TokenCounting, UpstreamCall
+from gateway.dialects.base import (
+    BuildOptions,
+    EncodeContext,
+    Identity,
+    ModelListing,
+    OnPlatform,
+    OwnAPI,
+    RateLimitHeaders,
+    RequestMeta,
+    StoredObjects,
+    StreamDecoder,
+    TokenCounting,
+    UpstreamCall,
+)
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -25,13 +38,21 @@ from .stream_encode import DONE_FRAME, InteractionsStreamEncoder, event_id_for, 
 
 DIALECT = "gemini-interactions"
 
-__all__ = ["CODEC", "DONE_FRAME", "InteractionsCodec", "InteractionsStreamDecoder", "InteractionsStreamEncoder", "event_id_for", "parse_event_id"]
+__all__ = [
+    "CODEC",
+    "DONE_FRAME",
+    "InteractionsCodec",
+    "InteractionsStreamDecoder",
+    "InteractionsStreamEncoder",
+    "event_id_for",
+    "parse_event_id",
+]
 
 
 class InteractionsCodec:
     name = DIALECT
     fast_path = FAST_PATH
-    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
     identity = Identity("gcp.gemini", "chat", "google")
     routes = caller.ROUTES
@@ -61,7 +82,11 @@ class InteractionsCodec:
         """How to pick a dropped upstream stream up where it stopped (``Resumable``): ``GET`` the
         interaction with ``last_event_id`` instead of a second ``POST`` (which would be a second,
         billed generation). ``None`` when there is nothing to resume (no id seen yet)."""
-        if not isinstance(decoder, InteractionsStreamDecoder) or decoder.interaction_id is None or decoder.last_event_id is None:
+        if (
+            not isinstance(decoder, InteractionsStreamDecoder)
+            or decoder.interaction_id is None
+            or decoder.last_event_id is None
+        ):
             return None
         params = {"stream": "true", "last_event_id": decoder.last_event_id}
         return UpstreamCall(path=f"/v1beta/interactions/{decoder.interaction_id}", body={}, params=params, method="GET")
@@ -79,7 +104,9 @@ class InteractionsCodec:
     def decode_error(self, status: int, body: bytes) -> GatewayError:
         return errors.decode_error(status, body)
 
-    def stream_encoder(self, ctx: EncodeContext, interaction_id: str | None = None, start: int = 0) -> InteractionsStreamEncoder:
+    def stream_encoder(
+        self, ctx: EncodeContext, interaction_id: str | None = None, start: int = 0
+    ) -> InteractionsStreamEncoder:
         return InteractionsStreamEncoder(ctx, interaction_id, start)
 
     def encode_whole(self, reply: Reply, ctx: EncodeContext, interaction_id: str | None = None) -> dict[str, Any]:

@@ -19,13 +19,15 @@ from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object
+from gateway.dialects.thinking import level_of
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.thinking import level_of
 
 DIALECT = "gemini-interactions"
 
 # extras never forwarded: the stateful layer handles them, or build_request sets them itself.
-_NOT_FORWARDED = frozenset({"previous_interaction_id", "background", "continuation_token", "store", "stream", "generation_config", "tools"})
+_NOT_FORWARDED = frozenset(
+    {"previous_interaction_id", "background", "continuation_token", "store", "stream", "generation_config", "tools"}
+)
 
 
 def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
@@ -101,7 +103,9 @@ def _generation_config(req: ChatRequest) -> dict[str, Any]:
         if tc.mode == "tool" and tc.name:
             gen["tool_choice"] = {"allowed_tools": {"mode": "any", "tools": [tc.name]}}
         elif tc.allowed:
-            gen["tool_choice"] = {"allowed_tools": {"mode": "any" if tc.mode == "required" else "auto", "tools": list(tc.allowed)}}
+            gen["tool_choice"] = {
+                "allowed_tools": {"mode": "any" if tc.mode == "required" else "auto", "tools": list(tc.allowed)}
+            }
         else:
             gen["tool_choice"] = {"auto": "auto", "none": "none", "required": "any"}.get(tc.mode, "auto")
     return gen
@@ -132,7 +136,14 @@ def _steps(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
                 steps.append({"type": "thought", "signature": part.signature})
         elif isinstance(part, ToolCallPart):
             names[part.id] = part.name
-            steps.append({"type": "function_call", "id": part.id, "name": part.name, "arguments": arguments_object(part.arguments)})
+            steps.append(
+                {
+                    "type": "function_call",
+                    "id": part.id,
+                    "name": part.name,
+                    "arguments": arguments_object(part.arguments),
+                }
+            )
         elif isinstance(part, ToolResultPart):
             steps.append(_function_result(part, names))
     return steps
@@ -147,7 +158,9 @@ def _function_result(part: ToolResultPart, names: dict[str, str]) -> dict[str, A
     if len(texts) == len(part.content):  # text only: the result is a string
         step["result"] = "".join(texts)
     else:
-        blocks = [{"type": "text", "text": c.text} if isinstance(c, TextPart) else content_block(c) for c in part.content]
+        blocks = [
+            {"type": "text", "text": c.text} if isinstance(c, TextPart) else content_block(c) for c in part.content
+        ]
         step["result"] = [b for b in blocks if b]
     if part.is_error:
         step["is_error"] = True

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.common import (
     expect_dict,
@@ -32,6 +32,7 @@ from gateway.dialects.common import (
     new_id,
     warn_unknown,
 )
+from gateway.dialects.thinking import EFFORTS
 from gateway.errors import invalid
 from gateway.ir import (
     ChatRequest,
@@ -49,7 +50,6 @@ from gateway.ir import (
     ToolMode,
     ToolResultPart,
 )
-from gateway.thinking import EFFORTS
 
 DIALECT = "gemini-interactions"
 
@@ -73,10 +73,28 @@ _PASSTHROUGH = (
     "webhook_config",
 )
 _HANDLED = frozenset(
-    {"model", "input", "system_instruction", "generation_config", "tools", "store", "stream", "response_format", "response_mime_type"}
+    {
+        "model",
+        "input",
+        "system_instruction",
+        "generation_config",
+        "tools",
+        "store",
+        "stream",
+        "response_format",
+        "response_mime_type",
+    }
 )
 _GEN_HANDLED = frozenset(
-    {"max_output_tokens", "temperature", "top_p", "stop_sequences", "thinking_level", "thinking_summaries", "tool_choice"}
+    {
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "thinking_level",
+        "thinking_summaries",
+        "tool_choice",
+    }
 )
 
 
@@ -92,8 +110,8 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.stream = meta.stream if meta.stream is not None else bool(stream)
     store = get_bool(body, "store", "store")
     req.store = True if store is None else store
-    req.store_here = True  # the gateway keeps stored interactions itself (gateway/stateful.py)
-    # Resolved by the stateful layer (gateway/stateful.py) from the store.
+    req.store_here = True  # the gateway keeps stored interactions itself (gateway/relay/stateful.py)
+    # Resolved by the stateful layer (gateway/relay/stateful.py) from the store.
     req.previous_id = get_str(body, "previous_interaction_id", "previous_interaction_id")
     req.background = bool(get_bool(body, "background", "background"))
 
@@ -106,7 +124,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     system = body.get("system_instruction")
     if system is not None:
         if not isinstance(system, str):
-            raise invalid(f"system_instruction: expected a string, got {type(system).__name__}", param="system_instruction")
+            raise invalid(
+                f"system_instruction: expected a string, got {type(system).__name__}", param="system_instruction"
+            )
         if system:
             req.system = [TextPart(system)]
 
@@ -278,9 +298,21 @@ def parse_steps(steps: list[Any], path: str) -> list[Message]:
         step = expect_dict(raw, p)
         typ = get_str(step, "type", f"{p}.type", required=True)
         if typ == "user_input":
-            add("user", [parse_content(c, f"{p}.content[{j}]") for j, c in enumerate(get_list(step, "content", f"{p}.content"))])
+            add(
+                "user",
+                [
+                    parse_content(c, f"{p}.content[{j}]")
+                    for j, c in enumerate(get_list(step, "content", f"{p}.content"))
+                ],
+            )
         elif typ == "model_output":
-            add("assistant", [parse_content(c, f"{p}.content[{j}]") for j, c in enumerate(get_list(step, "content", f"{p}.content"))])
+            add(
+                "assistant",
+                [
+                    parse_content(c, f"{p}.content[{j}]")
+                    for j, c in enumerate(get_list(step, "content", f"{p}.content"))
+                ],
+            )
         elif typ == "thought":
             add("assistant", [_thought(step, p)])
         elif typ == "function_call":

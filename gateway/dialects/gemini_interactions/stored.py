@@ -1,4 +1,4 @@
-"""How the gateway keeps Gemini interactions on the server (gateway/stateful.py follows this policy).
+"""How the gateway keeps Gemini interactions on the server (gateway/relay/stateful.py follows this policy).
 
 ``store`` defaults to true, and a stored interaction always detaches: it runs as a generation that
 outlives the caller, resumable with ``last_event_id`` and cancellable, from any replica sharing the
@@ -45,7 +45,12 @@ class InteractionsStore:
             return None
         seq = parse_event_id(value)
         if seq is None:
-            raise GatewayError("invalid_request", f"last_event_id {value!r} is not an event id of this gateway", 400, param="last_event_id")
+            raise GatewayError(
+                "invalid_request",
+                f"last_event_id {value!r} is not an event id of this gateway",
+                400,
+                param="last_event_id",
+            )
         return seq
 
     def timeline(self, obj: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +67,9 @@ class InteractionsStore:
         return GatewayError("not_found", f"interaction {sid!r} not found", 404)
 
     def previous_not_found(self, sid: str) -> GatewayError:
-        return GatewayError("not_found", f"previous_interaction_id {sid!r} is unknown or expired", 404, param="previous_interaction_id")
+        return GatewayError(
+            "not_found", f"previous_interaction_id {sid!r} is unknown or expired", 404, param="previous_interaction_id"
+        )
 
 
 STORED = InteractionsStore()

@@ -22,8 +22,19 @@ import orjson
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.dialects.kit import Blocks, as_dict, bad_frame, frame_object
 from gateway.errors import kind_for_status
-from gateway.events import BlockKind, End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
-from gateway.sse import SSEFrame
+from gateway.events import (
+    BlockKind,
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.framing.sse import SSEFrame
 
 from .errors import kind_for_code
 from .stop_reasons import map_stop_reason
@@ -46,7 +57,9 @@ def content_text(content: object) -> str:
     """The text of a ``model_output`` step's ``content`` parts."""
     if not isinstance(content, list):
         return ""
-    return "".join(c["text"] for c in content if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str))
+    return "".join(
+        c["text"] for c in content if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
+    )
 
 
 def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError | None:
@@ -64,7 +77,18 @@ def failure_for_status(status: str, interaction: dict[str, Any]) -> StreamError 
 
 
 class InteractionsStreamDecoder:
-    __slots__ = ("_started", "_finished", "_held", "_steps", "_blocks", "_live", "_saw_call", "_usage", "interaction_id", "last_event_id")
+    __slots__ = (
+        "_started",
+        "_finished",
+        "_held",
+        "_steps",
+        "_blocks",
+        "_live",
+        "_saw_call",
+        "_usage",
+        "interaction_id",
+        "last_event_id",
+    )
 
     def __init__(self) -> None:
         self._started = False
@@ -145,11 +169,18 @@ class InteractionsStreamDecoder:
     def _start(self, interaction: object, out: list[Event]) -> None:
         self._started = True
         if isinstance(interaction, dict):
-            out.append(MessageStart(str(interaction.get("id") or new_id("v1_")), str(interaction.get("model") or interaction.get("agent") or "")))
+            out.append(
+                MessageStart(
+                    str(interaction.get("id") or new_id("v1_")),
+                    str(interaction.get("model") or interaction.get("agent") or ""),
+                )
+            )
         else:
             out.append(MessageStart(new_id("v1_"), ""))
 
-    def _open_block(self, step_index: int, kind: BlockKind, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
+    def _open_block(
+        self, step_index: int, kind: BlockKind, out: list[Event], call_id: str | None = None, name: str | None = None
+    ) -> int:
         self._steps[step_index] = kind
         return self._blocks.start(kind, out, key=step_index, id=call_id, name=name)
 
@@ -175,7 +206,9 @@ class InteractionsStreamDecoder:
             return
         if kind == "tool_call":
             self._saw_call = True
-            block = self._open_block(idx, kind, out, str(step.get("id") or new_id("call_", 8)), str(step.get("name") or ""))
+            block = self._open_block(
+                idx, kind, out, str(step.get("id") or new_id("call_", 8)), str(step.get("name") or "")
+            )
             args = step.get("arguments")
             if isinstance(args, dict) and args:
                 out.append(ToolArgsDelta(block, orjson.dumps(args).decode()))
@@ -211,7 +244,13 @@ class InteractionsStreamDecoder:
             text = delta.get("text")
             if isinstance(text, str) and text:
                 seen = self._steps.get(idx)
-                block = self._open_block(idx, "text", out) if seen is None else self._live.get(idx) if seen == "text" else None
+                block = (
+                    self._open_block(idx, "text", out)
+                    if seen is None
+                    else self._live.get(idx)
+                    if seen == "text"
+                    else None
+                )
                 if block is not None:
                     out.append(TextDelta(block, text))
         elif typ == "thought_summary":

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
 from gateway.events import (
@@ -42,7 +42,7 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.sse import COMMENT_KEEPALIVE
+from gateway.framing.sse import COMMENT_KEEPALIVE
 
 from .errors import code_for
 from .stop_reasons import render_stop_reason
@@ -63,7 +63,7 @@ def parse_event_id(event_id: str | None) -> int | None:
     """The counter inside an ``event_id`` this encoder made; ``None`` for anything else."""
     if not event_id or not event_id.startswith(EVENT_ID_PREFIX):
         return None
-    digits = event_id[len(EVENT_ID_PREFIX):]
+    digits = event_id[len(EVENT_ID_PREFIX) :]
     return int(digits) if digits.isascii() and digits.isdigit() else None
 
 
@@ -155,7 +155,13 @@ class InteractionsStreamEncoder:
 
     def shell(self, status: str) -> dict[str, Any]:
         """The partial interaction resource of lifecycle events."""
-        return {"id": self.interaction_id, "status": status, "object": "interaction", "model": self._ctx.model, "created": self.created}
+        return {
+            "id": self.interaction_id,
+            "status": status,
+            "object": "interaction",
+            "model": self._ctx.model,
+            "created": self.created,
+        }
 
     def _start(self) -> bytes:
         if self._started:
@@ -170,7 +176,9 @@ class InteractionsStreamEncoder:
             return b""  # redacted_thinking: no Interactions form
         i = self._next_step
         self._next_step += 1
-        self._steps[ev.index] = _Step(ev.kind, i, b"event: step.delta\ndata: " + _DELTA_HEAD[ev.kind].format(i=i).encode())
+        self._steps[ev.index] = _Step(
+            ev.kind, i, b"event: step.delta\ndata: " + _DELTA_HEAD[ev.kind].format(i=i).encode()
+        )
         if ev.kind == "text":
             step: dict[str, Any] = {"type": "model_output"}
         elif ev.kind == "thinking":
@@ -185,7 +193,14 @@ class InteractionsStreamEncoder:
             return b""
         n = self.next_seq
         self.next_seq += 1
-        return step.prefix + orjson.dumps(text) + _DELTA_TAIL[step.kind] + EVENT_ID_PREFIX.encode() + str(n).encode() + b'"}\n\n'
+        return (
+            step.prefix
+            + orjson.dumps(text)
+            + _DELTA_TAIL[step.kind]
+            + EVENT_ID_PREFIX.encode()
+            + str(n).encode()
+            + b'"}\n\n'
+        )
 
     def _step_stop(self, step: _Step) -> bytes:
         if not step.open:
@@ -194,7 +209,9 @@ class InteractionsStreamEncoder:
         out = b""
         if step.signature:
             sig = signatures.for_caller(DIALECT, self._ctx.upstream_dialect, step.signature)
-            out = self._frame("step.delta", {"index": step.index, "delta": {"type": "thought_signature", "signature": sig}})
+            out = self._frame(
+                "step.delta", {"index": step.index, "delta": {"type": "thought_signature", "signature": sig}}
+            )
         return out + self._frame("step.stop", {"index": step.index})
 
     def _close_steps(self) -> bytes:
@@ -216,7 +233,9 @@ class InteractionsStreamEncoder:
         obj = self.shell("cancelled")
         obj["usage"] = usage_to_interactions(self._usage)
         obj["updated"] = iso_now()
-        update = self._frame("interaction.status_update", {"interaction_id": self.interaction_id, "status": "cancelled"})
+        update = self._frame(
+            "interaction.status_update", {"interaction_id": self.interaction_id, "status": "cancelled"}
+        )
         return out + update + self._frame("interaction.completed", {"interaction": obj}) + DONE_FRAME
 
     def _error(self, err: StreamError) -> bytes:

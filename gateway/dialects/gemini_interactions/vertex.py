@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.cloud import vertex_prefix
 from gateway.dialects.base import OnPlatform, UpstreamCall
+from gateway.dialects.cloud import vertex_prefix
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 
 class OnVertex(OnPlatform):
     def adapt(self, call: UpstreamCall, upstream_model: str, s: CloudSettings) -> UpstreamCall:
         if call.path.startswith("/v1beta/interactions"):
-
             call.path = vertex_prefix(s, "v1beta1") + call.path[len("/v1beta") :]
         return call
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.events import End, Event
@@ -91,7 +91,14 @@ def steps_for_reply(reply: Reply, ctx: EncodeContext) -> list[dict[str, Any]]:
                 steps.append(step)
         elif block.kind == "tool_call":
             value = orjson.loads(block.arguments) if _is_object(block.arguments) else {"_raw": block.arguments}
-            steps.append({"type": "function_call", "id": block.id or new_id("call_", 8), "name": block.name or "", "arguments": value})
+            steps.append(
+                {
+                    "type": "function_call",
+                    "id": block.id or new_id("call_", 8),
+                    "name": block.name or "",
+                    "arguments": value,
+                }
+            )
     return steps
 
 
@@ -102,7 +109,9 @@ def _is_object(text: str) -> bool:
         return False
 
 
-def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = None, created: str | None = None) -> dict[str, Any]:
+def encode_whole(
+    reply: Reply, ctx: EncodeContext, interaction_id: str | None = None, created: str | None = None
+) -> dict[str, Any]:
     now = iso_now()
     cancelled = reply.error is not None and reply.error.kind == "cancelled"  # a status, not a failure
     if cancelled:
@@ -110,7 +119,9 @@ def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = 
     elif reply.error is not None:
         status = "failed"
     else:
-        status = render_stop_reason(reply.end, ctx.upstream_dialect == DIALECT) if reply.end is not None else "completed"
+        status = (
+            render_stop_reason(reply.end, ctx.upstream_dialect == DIALECT) if reply.end is not None else "completed"
+        )
     obj: dict[str, Any] = {
         "id": interaction_id or ctx.response_id or new_id("v1_"),
         "status": status,
@@ -122,5 +133,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext, interaction_id: str | None = 
         "model": ctx.model,
     }
     if reply.error is not None and not cancelled:
-        obj["errors"] = [{"code": code_for(reply.error.kind, reply.error.raw, ctx.upstream_dialect), "message": reply.error.message}]
+        obj["errors"] = [
+            {"code": code_for(reply.error.kind, reply.error.raw, ctx.upstream_dialect), "message": reply.error.message}
+        ]
     return obj

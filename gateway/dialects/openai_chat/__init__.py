@@ -33,7 +33,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import (
+    BuildOptions,
+    EncodeContext,
+    Identity,
+    ModelListing,
+    OnPlatform,
+    OwnAPI,
+    RateLimitHeaders,
+    RequestMeta,
+    StoredObjects,
+    TokenCounting,
+    UpstreamCall,
+)
 from gateway.errors import GatewayError
 from gateway.events import Event
 from gateway.ir import ChatRequest
@@ -48,7 +60,7 @@ from .stream_encode import ChatStreamEncoder
 class OpenAIChatCodec:
     name = "openai-chat"
     fast_path = FAST_PATH
-    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
     identity = Identity("openai", "chat", "openai")
     routes = caller.ROUTES
@@ -57,7 +69,9 @@ class OpenAIChatCodec:
         self.rate_limit_headers: RateLimitHeaders | None = ratelimit.headers
         self.models: ModelListing | None = caller.MODELS
         self.counting: TokenCounting | None = None
-        self.own_api: OwnAPI | None = OwnAPI("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", ("gpt-*", "o1*", "o3*", "o4*"))
+        self.own_api: OwnAPI | None = OwnAPI(
+            "openai", "https://api.openai.com/v1", "OPENAI_API_KEY", ("gpt-*", "o1*", "o3*", "o4*")
+        )
         self.stored: StoredObjects | None = None
         self.platforms: Mapping[str, OnPlatform] = {"azure": azure.ADAPTER}  # cloud platforms that serve it
 

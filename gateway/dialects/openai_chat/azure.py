@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from gateway.cloud import azure_deployment, azure_on_v1
 from gateway.dialects.base import OnPlatform, UpstreamCall
+from gateway.dialects.cloud import azure_deployment, azure_on_v1
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 
 FIRST_WITH_STREAM_OPTIONS = "2024-09-01"  # the first dated api-version with stream_options, max_completion_tokens
@@ -42,7 +42,9 @@ class OnAzure(OnPlatform):
             call.path = f"/openai/deployments/{quote(azure_deployment(s, upstream_model), safe='')}/chat/completions"
         else:
             call.path = "/openai" + call.path
-        if before_stream_options(s.api_version or "") and ("stream_options" in call.body or "max_completion_tokens" in call.body):
+        if before_stream_options(s.api_version or "") and (
+            "stream_options" in call.body or "max_completion_tokens" in call.body
+        ):
             body = dict(call.body)
             body.pop("stream_options", None)
             if "max_completion_tokens" in body:

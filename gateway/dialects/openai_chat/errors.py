@@ -71,7 +71,16 @@ KIND_BY_TYPE: dict[str, str] = {
 }
 
 # Upstream ``code`` values passed back to an OpenAI caller as its ``code`` (not its ``type``).
-CODES = frozenset({"content_filter", "context_length_exceeded", "model_not_found", "invalid_api_key", "DeploymentNotFound", "rate_limit_exceeded"})
+CODES = frozenset(
+    {
+        "content_filter",
+        "context_length_exceeded",
+        "model_not_found",
+        "invalid_api_key",
+        "DeploymentNotFound",
+        "rate_limit_exceeded",
+    }
+)
 
 
 def _fields(error: Any) -> tuple[str, str | None, str | None, str | None]:
@@ -154,7 +163,9 @@ def stream_error(error: Any) -> StreamError:
     return StreamError(kind, message, STATUS_BY_KIND.get(kind, 500), raw=_raw(etype, code))
 
 
-def error_object(kind: str, message: str, raw: str | None, same_dialect: bool, param: str | None = None) -> dict[str, Any]:
+def error_object(
+    kind: str, message: str, raw: str | None, same_dialect: bool, param: str | None = None
+) -> dict[str, Any]:
     etype, code = RENDER.get(kind, ("server_error", None))
     if kind == "rate_limit" and raw in REFUSAL_CODES:  # which limit: requests, tokens, or a spent quota
         etype, code = REFUSAL_CODES[raw]

@@ -19,7 +19,7 @@ import orjson
 
 from gateway.dialects.base import FastPathRules, ModelPlace
 from gateway.events import Usage
-from gateway.sse import encode_frame
+from gateway.framing.sse import encode_frame
 
 from .usage import render_usage as to_chat
 
@@ -49,7 +49,14 @@ class UsageChunks:
         except orjson.JSONDecodeError:
             last = {}
         last = last if isinstance(last, dict) else {}
-        chunk: dict[str, Any] = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": caller_model, "choices": [], "usage": to_chat(usage)}
+        chunk: dict[str, Any] = {
+            "id": last.get("id"),
+            "object": "chat.completion.chunk",
+            "created": last.get("created"),
+            "model": caller_model,
+            "choices": [],
+            "usage": to_chat(usage),
+        }
         return encode_frame(orjson.dumps(chunk))
 
 

@@ -1,12 +1,12 @@
 """The Chat Completions wire and the IR's fields: what a caller calls them, what an upstream cannot carry.
 
 ``PARAMS`` names an IR field the way a Chat caller wrote it (for a refusal in its own terms);
-``LIMITS`` are the settings ``request_build`` has no place for (see ``gateway/carry.py``).
+``LIMITS`` are the settings ``request_build`` has no place for (see ``gateway/dialects/carry.py``).
 """
 
 from __future__ import annotations
 
-from gateway.carry import USES, Limit
+from gateway.dialects.carry import USES, Limit
 
 PARAMS = {
     "stop": "stop",
@@ -31,5 +31,10 @@ LIMITS = (
     Limit("messages.assistant_media", "Chat Completions assistant messages cannot hold images or files"),
     # Not every Chat model takes reasoning_effort (gpt-4o refuses it): "off" is the default there.
     Limit("thinking.disabled", "Chat Completions has no portable way to switch reasoning off", advisory=True),
-    Limit("metadata", "Chat Completions takes metadata only with store: true", advisory=True, when=lambda r: USES["metadata"](r) and not r.store),
+    Limit(
+        "metadata",
+        "Chat Completions takes metadata only with store: true",
+        advisory=True,
+        when=lambda r: USES["metadata"](r) and not r.store,
+    ),
 )

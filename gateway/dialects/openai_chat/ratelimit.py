@@ -21,12 +21,20 @@ def _duration(seconds: float) -> bytes:
     return f"{max(0, math.ceil(seconds))}s".encode()
 
 
-def headers(rpm: int | None, requests_left: int | None, tpm: int | None, tokens_left: int | None, reset_in: float) -> list[tuple[bytes, bytes]]:
+def headers(
+    rpm: int | None, requests_left: int | None, tpm: int | None, tokens_left: int | None, reset_in: float
+) -> list[tuple[bytes, bytes]]:
     out: list[tuple[bytes, bytes]] = []
     if rpm is not None:
-        out += [(b"x-ratelimit-limit-requests", str(rpm).encode()), (b"x-ratelimit-remaining-requests", str(requests_left or 0).encode()),
-                (b"x-ratelimit-reset-requests", _duration(reset_in))]
+        out += [
+            (b"x-ratelimit-limit-requests", str(rpm).encode()),
+            (b"x-ratelimit-remaining-requests", str(requests_left or 0).encode()),
+            (b"x-ratelimit-reset-requests", _duration(reset_in)),
+        ]
     if tpm is not None:
-        out += [(b"x-ratelimit-limit-tokens", str(tpm).encode()), (b"x-ratelimit-remaining-tokens", str(tokens_left or 0).encode()),
-                (b"x-ratelimit-reset-tokens", _duration(reset_in))]
+        out += [
+            (b"x-ratelimit-limit-tokens", str(tpm).encode()),
+            (b"x-ratelimit-remaining-tokens", str(tokens_left or 0).encode()),
+            (b"x-ratelimit-reset-tokens", _duration(reset_in)),
+        ]
     return out

@@ -15,8 +15,8 @@ from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import log, openai_user
+from gateway.dialects.thinking import level_of
 from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from gateway.thinking import level_of
 
 DIALECT = "openai-chat"
 AUDIO_FORMATS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/wav": "wav", "audio/x-wav": "wav"}
@@ -56,7 +56,9 @@ def _user(msg: Message, out: list[dict[str, Any]]) -> None:
             out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": "".join(texts)})
             # A tool message holds text only: its images and files follow in the user message
             # after the tool messages (the model sees them right after the result they belong to).
-            media = [m for p in part.content if isinstance(p, (ImagePart, FilePart)) and (m := _content_part(p)) is not None]
+            media = [
+                m for p in part.content if isinstance(p, (ImagePart, FilePart)) and (m := _content_part(p)) is not None
+            ]
             if media:
                 rest.append({"type": "text", "text": f"(attached to the result of tool call {part.tool_call_id})"})
                 rest.extend(media)
@@ -79,7 +81,13 @@ def _assistant(msg: Message, out: list[dict[str, Any]]) -> None:
         if isinstance(part, TextPart):
             texts.append(part.text)
         elif isinstance(part, ToolCallPart):
-            calls.append({"id": part.id, "type": "function", "function": {"name": part.name, "arguments": part.arguments or "{}"}})
+            calls.append(
+                {
+                    "id": part.id,
+                    "type": "function",
+                    "function": {"name": part.name, "arguments": part.arguments or "{}"},
+                }
+            )
         # ThinkingPart: Chat takes no reasoning input; images from the assistant are not expressible
     entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else (None if calls else "")}
     if calls:
@@ -93,7 +101,9 @@ def _messages(req: ChatRequest) -> list[dict[str, Any]]:
         out.append({"role": "system", "content": "\n\n".join(p.text for p in req.system)})
     for msg in req.messages:
         if msg.role == "system":
-            out.append({"role": "system", "content": "\n\n".join(p.text for p in msg.content if isinstance(p, TextPart))})
+            out.append(
+                {"role": "system", "content": "\n\n".join(p.text for p in msg.content if isinstance(p, TextPart))}
+            )
         elif msg.role == "assistant":
             _assistant(msg, out)
         else:

@@ -27,6 +27,7 @@ from gateway.dialects.common import (
     get_str,
     warn_unknown,
 )
+from gateway.dialects.signatures import unpack
 from gateway.errors import invalid
 from gateway.ir import (
     TOOL_MODES,
@@ -43,7 +44,6 @@ from gateway.ir import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.signatures import unpack
 
 DIALECT = "openai-chat"
 SIG_MARK = "~gw~"
@@ -92,7 +92,10 @@ def _text_of(content: Any, path: str, allowed: tuple[str, ...] = ("text",)) -> l
         part = expect_dict(part, ppath)
         ptype = get_str(part, "type", f"{ppath}.type", required=True)
         if ptype not in allowed:
-            raise invalid(f"{ppath}.type: {ptype!r} is not allowed here (expected one of {', '.join(allowed)})", param=f"{ppath}.type")
+            raise invalid(
+                f"{ppath}.type: {ptype!r} is not allowed here (expected one of {', '.join(allowed)})",
+                param=f"{ppath}.type",
+            )
         texts.append(get_str(part, ptype, f"{ppath}.{ptype}", required=True) or "")
     return texts
 
@@ -124,7 +127,11 @@ def _user_part(part: Any, path: str) -> Part:
             parsed = parse_data_url(file_data)
             if parsed is not None:
                 return FilePart(media_type=parsed[0], data=parsed[1], filename=filename)
-            return FilePart(media_type="application/pdf" if (filename or "").endswith(".pdf") else None, data=file_data, filename=filename)
+            return FilePart(
+                media_type="application/pdf" if (filename or "").endswith(".pdf") else None,
+                data=file_data,
+                filename=filename,
+            )
         if file_id:
             return FilePart(url=file_id, filename=filename)
         raise invalid(f"{path}.file: file_data or file_id required", param=f"{path}.file")
@@ -145,13 +152,18 @@ def _assistant(m: dict[str, Any], path: str, names: dict[str, str]) -> Message:
     if any(texts):
         parts.append(TextPart("".join(texts)))
     if m.get("function_call") is not None:
-        raise invalid(f"{path}.function_call: legacy function calling is not supported; use tool_calls", param=f"{path}.function_call")
+        raise invalid(
+            f"{path}.function_call: legacy function calling is not supported; use tool_calls",
+            param=f"{path}.function_call",
+        )
     for k, call in enumerate(get_list(m, "tool_calls", f"{path}.tool_calls")):
         cpath = f"{path}.tool_calls[{k}]"
         call = expect_dict(call, cpath)
         ctype = get_str(call, "type", f"{cpath}.type")
         if ctype not in (None, "function"):
-            raise invalid(f"{cpath}.type: only 'function' tool calls are supported, got {ctype!r}", param=f"{cpath}.type")
+            raise invalid(
+                f"{cpath}.type: only 'function' tool calls are supported, got {ctype!r}", param=f"{cpath}.type"
+            )
         call_id, thinking = split_signature(get_str(call, "id", f"{cpath}.id", required=True) or "")
         function = get_dict(call, "function", f"{cpath}.function", required=True) or {}
         name = get_str(function, "name", f"{cpath}.function.name", required=True) or ""
@@ -200,7 +212,9 @@ def _messages(req: ChatRequest, body: dict[str, Any]) -> None:
             elif isinstance(content, list):
                 parts = [_user_part(p, f"{path}.content[{j}]") for j, p in enumerate(content)]
             else:
-                raise invalid(f"{path}.content: expected a string or an array of content parts", param=f"{path}.content")
+                raise invalid(
+                    f"{path}.content: expected a string or an array of content parts", param=f"{path}.content"
+                )
             out.append(Message("user", parts))
         elif role == "assistant":
             out.append(_assistant(m, path, names))
@@ -209,7 +223,12 @@ def _messages(req: ChatRequest, body: dict[str, Any]) -> None:
             text = "".join(_text_of(m.get("content"), f"{path}.content"))
             result = ToolResultPart(call_id, [TextPart(text)], name=names.get(call_id))
             last = out[-1] if out else None
-            if last is not None and last.role == "user" and last.content and all(isinstance(p, ToolResultPart) for p in last.content):
+            if (
+                last is not None
+                and last.role == "user"
+                and last.content
+                and all(isinstance(p, ToolResultPart) for p in last.content)
+            ):
                 last.content.append(result)
             else:
                 out.append(Message("user", [result]))
@@ -241,7 +260,9 @@ def _tools(req: ChatRequest, body: dict[str, Any]) -> None:
         return
     if isinstance(choice, str):
         if choice not in ("auto", "none", "required"):
-            raise invalid(f"tool_choice: expected 'auto', 'none', 'required' or an object, got {choice!r}", param="tool_choice")
+            raise invalid(
+                f"tool_choice: expected 'auto', 'none', 'required' or an object, got {choice!r}", param="tool_choice"
+            )
         req.tool_choice = ToolChoice(TOOL_MODES[choice])
         return
     choice = expect_dict(choice, "tool_choice")
@@ -253,11 +274,23 @@ def _tools(req: ChatRequest, body: dict[str, Any]) -> None:
         allowed = get_dict(choice, "allowed_tools", "tool_choice.allowed_tools", required=True) or {}
         mode = get_str(allowed, "mode", "tool_choice.allowed_tools.mode") or "auto"
         if mode not in ("auto", "required"):
-            raise invalid("tool_choice.allowed_tools.mode: expected 'auto' or 'required'", param="tool_choice.allowed_tools.mode")
+            raise invalid(
+                "tool_choice.allowed_tools.mode: expected 'auto' or 'required'", param="tool_choice.allowed_tools.mode"
+            )
         names = []
         for k, t in enumerate(get_list(allowed, "tools", "tool_choice.allowed_tools.tools", required=True)):
-            fn = get_dict(expect_dict(t, f"tool_choice.allowed_tools.tools[{k}]"), "function", f"tool_choice.allowed_tools.tools[{k}].function", required=True) or {}
-            names.append(get_str(fn, "name", f"tool_choice.allowed_tools.tools[{k}].function.name", required=True) or "")
+            fn = (
+                get_dict(
+                    expect_dict(t, f"tool_choice.allowed_tools.tools[{k}]"),
+                    "function",
+                    f"tool_choice.allowed_tools.tools[{k}].function",
+                    required=True,
+                )
+                or {}
+            )
+            names.append(
+                get_str(fn, "name", f"tool_choice.allowed_tools.tools[{k}].function.name", required=True) or ""
+            )
         req.tool_choice = ToolChoice(TOOL_MODES[mode], allowed=names)
     else:
         raise invalid(f"tool_choice.type: unsupported {ctype!r}", param="tool_choice.type")
@@ -295,7 +328,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     _tools(req, body)
     req.parallel_tool_calls = get_bool(body, "parallel_tool_calls", "parallel_tool_calls")
     max_completion = get_int(body, "max_completion_tokens", "max_completion_tokens", minimum=1)
-    req.max_tokens = max_completion if max_completion is not None else get_int(body, "max_tokens", "max_tokens", minimum=1)
+    req.max_tokens = (
+        max_completion if max_completion is not None else get_int(body, "max_tokens", "max_tokens", minimum=1)
+    )
     req.temperature = get_float(body, "temperature", "temperature")
     req.top_p = get_float(body, "top_p", "top_p")
     req.stop = get_stop(body, "stop", "stop")
@@ -308,7 +343,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     effort = get_str(body, "reasoning_effort", "reasoning_effort")
     if effort is not None:
         if effort not in EFFORTS:
-            raise invalid(f"reasoning_effort: expected one of {', '.join(EFFORTS)}, got {effort!r}", param="reasoning_effort")
+            raise invalid(
+                f"reasoning_effort: expected one of {', '.join(EFFORTS)}, got {effort!r}", param="reasoning_effort"
+            )
         req.thinking = Thinking(enabled=False) if effort == "none" else Thinking(enabled=True, effort=effort)
     req.response_format = _response_format(body)
     n = get_int(body, "n", "n", minimum=1)

@@ -23,8 +23,18 @@ import orjson
 
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.dialects.kit import Blocks, bad_frame, frame_object, prompt_side
-from gateway.events import BlockKind, End, Event, MessageStart, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
-from gateway.sse import SSEFrame
+from gateway.events import (
+    BlockKind,
+    End,
+    Event,
+    MessageStart,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.framing.sse import SSEFrame
 
 from .errors import stream_error
 from .stop_reasons import map_stop_reason

@@ -30,6 +30,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.signatures import PREFIX, for_caller, pack
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -43,8 +44,7 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.signatures import PREFIX, for_caller, pack
-from gateway.sse import COMMENT_KEEPALIVE
+from gateway.framing.sse import COMMENT_KEEPALIVE
 
 from .errors import error_object
 from .stop_reasons import render_stop_reason as to_finish
@@ -92,7 +92,9 @@ class ChatStreamEncoder:
         self._build_frames()
 
     def _build_frames(self) -> None:
-        head = orjson.dumps({"id": self._id, "object": "chat.completion.chunk", "created": self._created, "model": self._ctx.model})
+        head = orjson.dumps(
+            {"id": self._id, "object": "chat.completion.chunk", "created": self._created, "model": self._ctx.model}
+        )
         self._head = head[:-1]  # without the closing brace
         self._prefix = b"data: " + self._head + b',"choices":[{"index":0,"delta":'
         tail = b',"logprobs":null,"finish_reason":null}]'
@@ -159,7 +161,12 @@ class ChatStreamEncoder:
             call_id = f"{call_id}~{packed_signature(self._ctx.upstream_dialect, signature)}"
             if not tool.signature:
                 self._signature, self._signature_index = "", -1
-        call = {"index": tool.ordinal, "id": call_id, "type": "function", "function": {"name": tool.name, "arguments": ""}}
+        call = {
+            "index": tool.ordinal,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": tool.name, "arguments": ""},
+        }
         return self._chunk(b'{"tool_calls":[' + orjson.dumps(call) + b"]}")
 
     def _fragment(self, tool: _Tool, fragment: str) -> bytes:
@@ -204,7 +211,15 @@ class ChatStreamEncoder:
         self._finished = True
         out = b"".join(self._flush(t) for t in self._tools.values() if not t.sent)
         finish = to_finish(event, self._same)
-        out += b"data: " + self._head + b',"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"' + finish.encode() + b'"}]' + self._usage_null + b"}\n\n"
+        out += (
+            b"data: "
+            + self._head
+            + b',"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"'
+            + finish.encode()
+            + b'"}]'
+            + self._usage_null
+            + b"}\n\n"
+        )
         usage = self._usage
         if self._include_usage and (usage.input is not None or usage.output is not None):
             out += b"data: " + self._head + b',"choices":[],"usage":' + orjson.dumps(to_chat(self._usage)) + b"}\n\n"

@@ -66,12 +66,18 @@ def tool_choice_offered(body: dict[str, Any], meta: RequestMeta) -> tuple[str, s
         return None
     tools = body.get("tools")
     if not tools:
-        return "tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+        return (
+            "tool_choice",
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+        )
     if isinstance(choice, dict) and choice.get("type") == "function":
         fn = choice.get("function")
         name = fn.get("name") if isinstance(fn, dict) else None
         if isinstance(name, str) and name not in _function_names(tools):
-            return "tool_choice.function.name", f"Invalid 'tool_choice.function.name': function {name!r} is not among the 'tools' of this request."
+            return (
+                "tool_choice.function.name",
+                f"Invalid 'tool_choice.function.name': function {name!r} is not among the 'tools' of this request.",
+            )
     return None
 
 

@@ -26,7 +26,10 @@ from .usage import convert_usage, render_usage
 
 def decode_whole(body: dict[str, Any]) -> list[Event]:
     if body.get("error"):
-        return [MessageStart(body.get("id") or new_id("chatcmpl-"), body.get("model") or ""), stream_error(body["error"])]
+        return [
+            MessageStart(body.get("id") or new_id("chatcmpl-"), body.get("model") or ""),
+            stream_error(body["error"]),
+        ]
     reply = Reply(id=body.get("id") or new_id("chatcmpl-"), model=body.get("model") or "")
     choices = body.get("choices") or []
     choice = next((c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0), None)
@@ -56,7 +59,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             if isinstance(arguments, dict):
                 arguments = orjson.dumps(arguments).decode()
             reply.blocks.append(
-                ReplyBlock("tool_call", arguments if isinstance(arguments, str) else "", id=call.get("id") or new_id("call_"), name=function.get("name") or "")
+                ReplyBlock(
+                    "tool_call",
+                    arguments if isinstance(arguments, str) else "",
+                    id=call.get("id") or new_id("call_"),
+                    name=function.get("name") or "",
+                )
             )
     reply.usage = convert_usage(body.get("usage")) or Usage()
     reply.end = End(map_stop_reason(finish, refusal=refusal), finish)
@@ -85,7 +93,13 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
                 call_id = f"{call_id}~{packed_signature(ctx.upstream_dialect, signature)}"
                 if not block.signature:
                     pending = ""
-            tool_calls.append({"id": call_id, "type": "function", "function": {"name": block.name or "", "arguments": block.arguments}})
+            tool_calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": block.name or "", "arguments": block.arguments},
+                }
+            )
         elif block.signature:
             pending = block.signature
     message: dict[str, Any] = {
@@ -108,4 +122,3 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         "usage": render_usage(reply.usage),
         "system_fingerprint": None,
     }
-

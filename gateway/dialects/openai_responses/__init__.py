@@ -9,7 +9,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from gateway.dialects.base import BuildOptions, EncodeContext, Identity, ModelListing, OnPlatform, OwnAPI, RateLimitHeaders, RequestMeta, StoredObjects, TokenCounting, UpstreamCall
+from gateway.dialects.base import (
+    BuildOptions,
+    EncodeContext,
+    Identity,
+    ModelListing,
+    OnPlatform,
+    OwnAPI,
+    RateLimitHeaders,
+    RequestMeta,
+    StoredObjects,
+    TokenCounting,
+    UpstreamCall,
+)
 from gateway.dialects.openai_chat import ratelimit as openai_ratelimit
 from gateway.errors import GatewayError
 from gateway.events import Event
@@ -28,7 +40,7 @@ DIALECT = "openai-responses"
 class ResponsesCodec:
     name = DIALECT
     fast_path = FAST_PATH
-    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/carry.py)
+    limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
     identity = Identity("openai", "chat", "openai")
     routes = caller.ROUTES

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.cloud import azure_on_v1
 from gateway.dialects.base import OnPlatform, UpstreamCall
+from gateway.dialects.cloud import azure_on_v1
 
 if TYPE_CHECKING:
-    from gateway.cloud import CloudSettings
+    from gateway.dialects.cloud import CloudSettings
 
 
 class OnAzure(OnPlatform):

@@ -17,7 +17,7 @@ import orjson
 
 from gateway.dialects.base import FastPathRules, ModelPlace
 from gateway.events import StreamError
-from gateway.sse import encode_frame
+from gateway.framing.sse import encode_frame
 
 
 class ResponsesTail:
@@ -45,7 +45,14 @@ class ResponsesTail:
     def error_frames(self, err: StreamError, caller_model: str) -> bytes:
         seq = self._last_seq + 1
         code = err.raw or ("server_error" if err.kind != "timeout" else "timeout")
-        error_event = {"type": "error", "sequence_number": seq, "error": {"type": err.kind, "code": code, "message": err.message, "param": None}, "code": code, "message": err.message, "param": None}
+        error_event = {
+            "type": "error",
+            "sequence_number": seq,
+            "error": {"type": err.kind, "code": code, "message": err.message, "param": None},
+            "code": code,
+            "message": err.message,
+            "param": None,
+        }
         response = dict(self._response or {})
         response.update({"status": "failed", "error": {"code": code, "message": err.message}, "model": caller_model})
         failed = {"type": "response.failed", "sequence_number": seq + 1, "response": response}

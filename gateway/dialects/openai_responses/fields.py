@@ -1,12 +1,12 @@
 """The Responses wire and the IR's fields: what a caller calls them, what an upstream cannot carry.
 
 ``PARAMS`` names an IR field the way a Responses caller wrote it (for a refusal in its own terms);
-``LIMITS`` are the settings ``request_build`` has no place for (see ``gateway/carry.py``).
+``LIMITS`` are the settings ``request_build`` has no place for (see ``gateway/dialects/carry.py``).
 """
 
 from __future__ import annotations
 
-from gateway.carry import USES, Limit
+from gateway.dialects.carry import USES, Limit
 
 PARAMS = {
     "temperature": "temperature",
@@ -27,7 +27,11 @@ LIMITS = (
     Limit("stop", "the Responses API has no stop sequences"),
     Limit("top_k", "the Responses API has no top_k"),
     Limit("messages.assistant_media", "Responses assistant messages cannot hold images or files"),
-    Limit("thinking.disabled", "not every Responses model takes reasoning.effort none: the model's default holds", advisory=True),
+    Limit(
+        "thinking.disabled",
+        "not every Responses model takes reasoning.effort none: the model's default holds",
+        advisory=True,
+    ),
     Limit(
         "metadata",
         "Responses metadata values must be strings",

@@ -12,6 +12,7 @@ from typing import Any
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import openai_user
+from gateway.dialects.thinking import level_of
 from gateway.ir import (
     ChatRequest,
     FilePart,
@@ -22,7 +23,6 @@ from gateway.ir import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.thinking import level_of
 
 from .request_parse import FILE_ID_SCHEME
 
@@ -30,7 +30,15 @@ DIALECT = "openai-responses"
 log = logging.getLogger("gateway.dialects.openai_responses")
 
 # extras keys the parser uses for its own bookkeeping (never sent as top-level fields)
-INTERNAL = {"tools_hosted", "tool_namespaces", "namespace_info", "tool_choice_hosted", "verbosity", "reasoning_summary", "reasoning_extra"}
+INTERNAL = {
+    "tools_hosted",
+    "tool_namespaces",
+    "namespace_info",
+    "tool_choice_hosted",
+    "verbosity",
+    "reasoning_summary",
+    "reasoning_extra",
+}
 
 
 def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) -> UpstreamCall:
@@ -73,7 +81,11 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     if req.response_format:
         rf = req.response_format
         if rf.get("type") == "json_schema":
-            fmt: dict[str, Any] = {"type": "json_schema", "name": rf.get("name") or "response", "schema": rf.get("schema") or {}}
+            fmt: dict[str, Any] = {
+                "type": "json_schema",
+                "name": rf.get("name") or "response",
+                "schema": rf.get("schema") or {},
+            }
             for key in ("strict", "description"):
                 if rf.get(key) is not None:
                     fmt[key] = rf[key]
@@ -101,7 +113,9 @@ def _reasoning(req: ChatRequest, extras: dict[str, Any]) -> dict[str, Any] | Non
     if t is None or t.enabled is False:
         return None
     out: dict[str, Any] = dict(extras.get("reasoning_extra") or {})
-    effort = level_of(t) if req.dialect != DIALECT or t.effort else None  # a Responses caller's own summary-only ask stays so
+    effort = (
+        level_of(t) if req.dialect != DIALECT or t.effort else None
+    )  # a Responses caller's own summary-only ask stays so
     if effort is not None:
         out["effort"] = effort
     summary = extras.get("reasoning_summary")
@@ -122,7 +136,7 @@ def _call_name(name: str, namespaces: dict[str, dict[str, str]]) -> dict[str, st
 
 def _image(p: ImagePart) -> dict[str, Any]:
     if p.url and p.url.startswith(FILE_ID_SCHEME):
-        return {"type": "input_image", "file_id": p.url[len(FILE_ID_SCHEME):], "detail": "auto"}
+        return {"type": "input_image", "file_id": p.url[len(FILE_ID_SCHEME) :], "detail": "auto"}
     url = p.url if p.url else f"data:{p.media_type or 'image/png'};base64,{p.data or ''}"
     return {"type": "input_image", "image_url": url, "detail": "auto"}
 
@@ -130,7 +144,7 @@ def _image(p: ImagePart) -> dict[str, Any]:
 def _file(p: FilePart) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "input_file"}
     if p.url and p.url.startswith(FILE_ID_SCHEME):
-        out["file_id"] = p.url[len(FILE_ID_SCHEME):]
+        out["file_id"] = p.url[len(FILE_ID_SCHEME) :]
     elif p.url:
         out["file_url"] = p.url
     else:
@@ -174,7 +188,9 @@ def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]])
                 content.append(_file(part))
             elif isinstance(part, ToolResultPart):
                 _flush_message(items, role, content)
-                items.append({"type": "function_call_output", "call_id": part.tool_call_id, "output": _tool_output(part)})
+                items.append(
+                    {"type": "function_call_output", "call_id": part.tool_call_id, "output": _tool_output(part)}
+                )
         _flush_message(items, role, content)
     return items
 
@@ -199,7 +215,14 @@ def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict
             text.append(part.text)
         elif isinstance(part, ToolCallPart):
             flush()
-            items.append({"type": "function_call", "call_id": part.id, **_call_name(part.name, namespaces), "arguments": part.arguments or "{}"})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": part.id,
+                    **_call_name(part.name, namespaces),
+                    "arguments": part.arguments or "{}",
+                }
+            )
         elif isinstance(part, ThinkingPart):
             if part.origin == DIALECT and part.signature:
                 flush()
@@ -229,7 +252,12 @@ def _tools(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str, dict[
         fn["name"] = ns["name"]
         container = grouped.get(ns["namespace"])
         if container is None:
-            container = {"type": "namespace", "name": ns["namespace"], "description": (ns_info.get(ns["namespace"]) or {}).get("description") or "", "tools": []}
+            container = {
+                "type": "namespace",
+                "name": ns["namespace"],
+                "description": (ns_info.get(ns["namespace"]) or {}).get("description") or "",
+                "tools": [],
+            }
             grouped[ns["namespace"]] = container
             out.append(container)
         container["tools"].append(fn)
@@ -246,5 +274,9 @@ def _tool_choice(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str,
     if c.mode == "tool" and c.name:
         return {"type": "function", **_call_name(c.name, namespaces)}
     if c.allowed is not None and c.mode in ("auto", "required"):
-        return {"type": "allowed_tools", "mode": c.mode, "tools": [{"type": "function", **_call_name(n, namespaces)} for n in c.allowed]}
+        return {
+            "type": "allowed_tools",
+            "mode": c.mode,
+            "tools": [{"type": "function", **_call_name(n, namespaces)} for n in c.allowed],
+        }
     return c.mode

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import RequestMeta
 from gateway.dialects.common import (
     expect_dict,
@@ -60,17 +60,47 @@ PASSTHROUGH = (
     "stream_options",
 )
 HANDLED = {
-    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
-    "max_output_tokens", "temperature", "top_p", "reasoning", "store", "metadata", "user",
-    "text", "stream", "previous_response_id", "background", "conversation",
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "store",
+    "metadata",
+    "user",
+    "text",
+    "stream",
+    "previous_response_id",
+    "background",
+    "conversation",
 }
 # Input item types produced by hosted tools: context only OpenAI can use; dropped elsewhere.
 HOSTED_ITEMS = {
-    "web_search_call", "file_search_call", "computer_call", "computer_call_output",
-    "image_generation_call", "code_interpreter_call", "local_shell_call", "local_shell_call_output",
-    "mcp_list_tools", "mcp_approval_request", "mcp_approval_response", "mcp_call",
-    "custom_tool_call", "custom_tool_call_output", "shell_call", "shell_call_output",
-    "apply_patch_call", "apply_patch_call_output", "tool_search_call", "tool_search_output",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "computer_call_output",
+    "image_generation_call",
+    "code_interpreter_call",
+    "local_shell_call",
+    "local_shell_call_output",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "mcp_call",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "shell_call",
+    "shell_call_output",
+    "apply_patch_call",
+    "apply_patch_call_output",
+    "tool_search_call",
+    "tool_search_output",
     "compaction",
 }
 
@@ -80,11 +110,14 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     if not model:
         raise invalid("model: must not be empty", param="model")
     if body.get("conversation") is not None:
-        raise invalid("conversation needs a conversation store; this gateway does not keep one: send previous_response_id or the full input", param="conversation")
+        raise invalid(
+            "conversation needs a conversation store; this gateway does not keep one: send previous_response_id or the full input",
+            param="conversation",
+        )
 
     extras: dict[str, Any] = {}
     req = ChatRequest(model=model, dialect=DIALECT)
-    # Resolved by the stateful layer (gateway/stateful.py) from the response store.
+    # Resolved by the stateful layer (gateway/relay/stateful.py) from the response store.
     req.previous_id = get_str(body, "previous_response_id", "previous_response_id")
     req.background = bool(get_bool(body, "background", "background"))
     instructions = get_str(body, "instructions", "instructions")
@@ -99,7 +132,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.temperature = get_float(body, "temperature", "temperature")
     req.top_p = get_float(body, "top_p", "top_p")
     req.store = get_bool(body, "store", "store")
-    req.store_here = True  # the gateway keeps stored responses itself (gateway/stateful.py)
+    req.store_here = True  # the gateway keeps stored responses itself (gateway/relay/stateful.py)
     req.metadata = get_dict(body, "metadata", "metadata")
     req.user = get_str(body, "user", "user") or get_str(body, "safety_identifier", "safety_identifier")
     req.stream = bool(get_bool(body, "stream", "stream"))
@@ -153,7 +186,12 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
             content = _tool_output(item.get("output"), f"{path}.output")
             last = msgs[-1] if msgs else None
             part = ToolResultPart(call_id, content)
-            if last is not None and last.role == "user" and last.content and all(isinstance(p, ToolResultPart) for p in last.content):
+            if (
+                last is not None
+                and last.role == "user"
+                and last.content
+                and all(isinstance(p, ToolResultPart) for p in last.content)
+            ):
                 last.content.append(part)
             else:
                 msgs.append(Message("user", [part]))
@@ -293,7 +331,11 @@ def _reasoning_item(item: dict[str, Any], path: str) -> ThinkingPart:
 def _function_tool(t: dict[str, Any], path: str, name_prefix: str = "") -> Tool:
     name = get_str(t, "name", f"{path}.name", required=True) or ""
     params = get_dict(t, "parameters", f"{path}.parameters")
-    tool = Tool(name_prefix + name, get_str(t, "description", f"{path}.description"), strict=get_bool(t, "strict", f"{path}.strict"))
+    tool = Tool(
+        name_prefix + name,
+        get_str(t, "description", f"{path}.description"),
+        strict=get_bool(t, "strict", f"{path}.strict"),
+    )
     if params is not None:
         tool.parameters = params
     return tool
@@ -318,7 +360,7 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
                 inner = expect_dict(inner, ipath)
                 if inner.get("type") == "function":
                     tool = _function_tool(inner, ipath, f"{ns}{NS_SEP}")
-                    namespaces[tool.name] = {"namespace": ns, "name": tool.name[len(ns) + len(NS_SEP):]}
+                    namespaces[tool.name] = {"namespace": ns, "name": tool.name[len(ns) + len(NS_SEP) :]}
                     req.tools.append(tool)
                 else:
                     others.append(inner)

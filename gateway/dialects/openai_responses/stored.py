@@ -1,4 +1,4 @@
-"""How the gateway keeps OpenAI Responses on the server (gateway/stateful.py follows this policy).
+"""How the gateway keeps OpenAI Responses on the server (gateway/relay/stateful.py follows this policy).
 
 ``store`` defaults to true: the final response and its history are kept, so a later request can
 name it in ``previous_response_id``. Only ``background: true`` detaches (a generation that outlives
@@ -37,7 +37,9 @@ class ResponsesStore:
 
     def detach_problem(self, req: ChatRequest) -> GatewayError | None:
         if req.store is False:
-            return GatewayError("invalid_request", "background responses must be stored: drop store: false", 400, param="store")
+            return GatewayError(
+                "invalid_request", "background responses must be stored: drop store: false", 400, param="store"
+            )
         return None
 
     def inputs(self, steps: list[Any], sid: str) -> list[Any]:
@@ -59,7 +61,9 @@ class ResponsesStore:
         if value is None or value == "":
             return None
         if not value.lstrip("-").isdigit():
-            raise GatewayError("invalid_request", "starting_after must be an integer sequence number", 400, param="starting_after")
+            raise GatewayError(
+                "invalid_request", "starting_after must be an integer sequence number", 400, param="starting_after"
+            )
         return int(value)
 
     def timeline(self, obj: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +84,12 @@ class ResponsesStore:
     def previous_not_found(self, sid: str) -> GatewayError:
         """OpenAI's own answer: a 400 with code ``previous_response_not_found``, not a 404."""
         return GatewayError(
-            "invalid_request", f"Previous response with id '{sid}' not found.", 400, raw="previous_response_not_found", origin="openai-responses", param="previous_response_id"
+            "invalid_request",
+            f"Previous response with id '{sid}' not found.",
+            400,
+            raw="previous_response_not_found",
+            origin="openai-responses",
+            param="previous_response_id",
         )
 
 

@@ -23,8 +23,19 @@ from typing import Any
 
 from gateway.dialects.common import new_id, warn_unknown
 from gateway.dialects.kit import Blocks, as_dict, as_list, bad_frame, frame_object
-from gateway.events import BlockKind, End, Event, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
-from gateway.sse import SSEFrame
+from gateway.events import (
+    BlockKind,
+    End,
+    Event,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.framing.sse import SSEFrame
 
 from .errors import kind_for_code
 from .request_parse import NS_SEP
@@ -196,7 +207,9 @@ class ResponsesStreamDecoder:
             self._by_id[raw["id"]] = idx
         if kind == "function_call":
             self._saw_call = True
-            item.block = self._open("tool_call", out, str(raw.get("call_id") or raw.get("id") or new_id("call_")), tool_name(raw))
+            item.block = self._open(
+                "tool_call", out, str(raw.get("call_id") or raw.get("id") or new_id("call_")), tool_name(raw)
+            )
             args = raw.get("arguments")
             if isinstance(args, str) and args:
                 item.emitted = len(args)
@@ -236,13 +249,20 @@ class ResponsesStreamDecoder:
             return
         p = self._text_part(data, out)
         if p is not None and len(text) > p[1]:
-            out.append(TextDelta(p[0], text[p[1]:]))
+            out.append(TextDelta(p[0], text[p[1] :]))
             p[1] = len(text)
 
     def _args_delta(self, data: dict[str, Any], out: list[Event]) -> None:
         item = self._item(data)
         delta = data.get("delta")
-        if item is None or item.block is None or item.kind != "function_call" or item.closed or not isinstance(delta, str) or not delta:
+        if (
+            item is None
+            or item.block is None
+            or item.kind != "function_call"
+            or item.closed
+            or not isinstance(delta, str)
+            or not delta
+        ):
             return
         item.emitted += len(delta)
         out.append(ToolArgsDelta(item.block, delta))
@@ -250,8 +270,15 @@ class ResponsesStreamDecoder:
     def _args_done(self, data: dict[str, Any], out: list[Event]) -> None:
         item = self._item(data)
         args = data.get("arguments")
-        if item is not None and item.block is not None and item.kind == "function_call" and not item.closed and isinstance(args, str) and len(args) > item.emitted:
-            out.append(ToolArgsDelta(item.block, args[item.emitted:]))
+        if (
+            item is not None
+            and item.block is not None
+            and item.kind == "function_call"
+            and not item.closed
+            and isinstance(args, str)
+            and len(args) > item.emitted
+        ):
+            out.append(ToolArgsDelta(item.block, args[item.emitted :]))
             item.emitted = len(args)
 
     def _summary_part_added(self, data: dict[str, Any], out: list[Event]) -> None:

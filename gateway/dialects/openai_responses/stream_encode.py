@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
 from gateway.events import (
@@ -42,7 +42,7 @@ from gateway.events import (
     ToolArgsDelta,
     Usage,
 )
-from gateway.sse import COMMENT_KEEPALIVE
+from gateway.framing.sse import COMMENT_KEEPALIVE
 
 from .errors import error_type_code
 from .whole import call_item, finish_object, message_item, reasoning_item, response_object
@@ -53,7 +53,18 @@ DIALECT = "openai-responses"
 class _Out:
     """One output item being streamed."""
 
-    __slots__ = ("kind", "output_index", "item_id", "chunks", "call_id", "name", "signature", "part_open", "prefix", "open")
+    __slots__ = (
+        "kind",
+        "output_index",
+        "item_id",
+        "chunks",
+        "call_id",
+        "name",
+        "signature",
+        "part_open",
+        "prefix",
+        "open",
+    )
 
     def __init__(self, kind: str, output_index: int, item_id: str) -> None:
         self.kind = kind
@@ -148,7 +159,9 @@ class ResponsesStreamEncoder:
             self._blocks[ev.index] = block
             block.prefix = _delta_prefix("response.output_text.delta", block.item_id, oi, ',"content_index":0')
             item = {"id": block.item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
-            return self._frame("response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}) + self._frame(
+            return self._frame(
+                "response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}
+            ) + self._frame(
                 "response.content_part.added",
                 {
                     "type": "response.content_part.added",
@@ -165,7 +178,9 @@ class ResponsesStreamEncoder:
             self._blocks[ev.index] = block
             block.prefix = _delta_prefix("response.function_call_arguments.delta", block.item_id, oi, "")
             item = call_item(block.item_id, block.call_id, block.name, "", self._namespaces, "in_progress")
-            return self._frame("response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item})
+            return self._frame(
+                "response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}
+            )
         # thinking; redacted_thinking has no Responses form and is dropped (its index maps to nothing)
         if ev.kind != "thinking":
             self._next_output -= 1
@@ -174,7 +189,9 @@ class ResponsesStreamEncoder:
         self._blocks[ev.index] = block
         block.prefix = _delta_prefix("response.reasoning_summary_text.delta", block.item_id, oi, ',"summary_index":0')
         item = {"id": block.item_id, "type": "reasoning", "summary": []}
-        return self._frame("response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item})
+        return self._frame(
+            "response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}
+        )
 
     def _delta(self, index: int, text: str) -> bytes:
         block = self._blocks.get(index)
@@ -211,13 +228,28 @@ class ResponsesStreamEncoder:
             return (
                 self._frame(
                     "response.output_text.done",
-                    {"type": "response.output_text.done", "item_id": item_id, "output_index": oi, "content_index": 0, "text": text, "logprobs": []},
+                    {
+                        "type": "response.output_text.done",
+                        "item_id": item_id,
+                        "output_index": oi,
+                        "content_index": 0,
+                        "text": text,
+                        "logprobs": [],
+                    },
                 )
                 + self._frame(
                     "response.content_part.done",
-                    {"type": "response.content_part.done", "item_id": item_id, "output_index": oi, "content_index": 0, "part": item["content"][0]},
+                    {
+                        "type": "response.content_part.done",
+                        "item_id": item_id,
+                        "output_index": oi,
+                        "content_index": 0,
+                        "part": item["content"][0],
+                    },
                 )
-                + self._frame("response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item})
+                + self._frame(
+                    "response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item}
+                )
             )
         if block.kind == "tool_call":
             args = text if text.strip() else "{}"
@@ -225,8 +257,15 @@ class ResponsesStreamEncoder:
             self._final[oi] = item
             return self._frame(
                 "response.function_call_arguments.done",
-                {"type": "response.function_call_arguments.done", "item_id": item_id, "output_index": oi, "arguments": args},
-            ) + self._frame("response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item})
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": item_id,
+                    "output_index": oi,
+                    "arguments": args,
+                },
+            ) + self._frame(
+                "response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item}
+            )
         sig = signatures.for_caller(DIALECT, self._ctx.upstream_dialect, block.signature) if block.signature else None
         item = reasoning_item(item_id, text, sig)
         self._final[oi] = item
@@ -234,7 +273,13 @@ class ResponsesStreamEncoder:
         if block.part_open:
             out = self._frame(
                 "response.reasoning_summary_text.done",
-                {"type": "response.reasoning_summary_text.done", "item_id": item_id, "output_index": oi, "summary_index": 0, "text": text},
+                {
+                    "type": "response.reasoning_summary_text.done",
+                    "item_id": item_id,
+                    "output_index": oi,
+                    "summary_index": 0,
+                    "text": text,
+                },
             ) + self._frame(
                 "response.reasoning_summary_part.done",
                 {
@@ -245,7 +290,9 @@ class ResponsesStreamEncoder:
                     "part": {"type": "summary_text", "text": text},
                 },
             )
-        return out + self._frame("response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item})
+        return out + self._frame(
+            "response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item}
+        )
 
     def _output(self) -> list[dict[str, Any]]:
         return [self._final[i] for i in sorted(self._final)]
@@ -277,4 +324,6 @@ class ResponsesStreamEncoder:
         }
         obj = response_object(self._ctx, self._id, self._created_at, "failed")
         finish_object(obj, self._output(), None, err, None, self._ctx.upstream_dialect)
-        return self._frame("error", error_event) + self._frame("response.failed", {"type": "response.failed", "response": obj})
+        return self._frame("error", error_event) + self._frame(
+            "response.failed", {"type": "response.failed", "response": obj}
+        )

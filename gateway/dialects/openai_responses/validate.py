@@ -52,11 +52,17 @@ def tool_choice_offered(body: dict[str, Any], meta: RequestMeta) -> tuple[str, s
     tools = body.get("tools")
     if choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function"):
         if not tools:
-            return "tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+            return (
+                "tool_choice",
+                "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+            )
     if isinstance(choice, dict) and choice.get("type") == "function":
         name = choice.get("name")
         if isinstance(name, str) and not choice.get("namespace") and name not in _function_names(tools):
-            return "tool_choice.name", f"Invalid 'tool_choice.name': function {name!r} is not among the 'tools' of this request."
+            return (
+                "tool_choice.name",
+                f"Invalid 'tool_choice.name': function {name!r} is not among the 'tools' of this request.",
+            )
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway import signatures
+from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
 from gateway.dialects.kit import as_list
@@ -32,7 +32,13 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
     err = body.get("error")
     if body.get("status") == "failed" or (isinstance(err, dict) and not body.get("output")):
         e = err if isinstance(err, dict) else {}
-        code = e.get("code") if isinstance(e.get("code"), str) else e.get("type") if isinstance(e.get("type"), str) else None
+        code = (
+            e.get("code")
+            if isinstance(e.get("code"), str)
+            else e.get("type")
+            if isinstance(e.get("type"), str)
+            else None
+        )
         kind, status = kind_for_code(code)
         return [StreamError(kind, str(e.get("message") or "the response failed"), status, code or "server_error")]
     reply = Reply(id=str(body.get("id") or new_id("resp_")), model=str(body.get("model") or ""))
@@ -45,13 +51,26 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             for part in as_list(item.get("content")):
                 if isinstance(part, dict):
                     part_type = part.get("type")
-                    part_text = part.get("text") if part_type == "output_text" else part.get("refusal") if part_type == "refusal" else None
+                    part_text = (
+                        part.get("text")
+                        if part_type == "output_text"
+                        else part.get("refusal")
+                        if part_type == "refusal"
+                        else None
+                    )
                     if isinstance(part_text, str):
                         reply.blocks.append(ReplyBlock("text", part_text))
         elif item_type == "function_call":
             saw_call = True
             args = item.get("arguments")
-            reply.blocks.append(ReplyBlock("tool_call", args if isinstance(args, str) else "", id=str(item.get("call_id") or item.get("id") or ""), name=tool_name(item)))
+            reply.blocks.append(
+                ReplyBlock(
+                    "tool_call",
+                    args if isinstance(args, str) else "",
+                    id=str(item.get("call_id") or item.get("id") or ""),
+                    name=tool_name(item),
+                )
+            )
         elif item_type == "reasoning":
             texts = [s.get("text") for s in as_list(item.get("summary")) if isinstance(s, dict)]
             if not any(texts):
@@ -82,7 +101,13 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
 def _tools_echo(req: ChatRequest) -> list[dict[str, Any]]:
     out = []
     for t in req.tools:
-        tool: dict[str, Any] = {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": t.strict if t.strict is not None else False}
+        tool: dict[str, Any] = {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.parameters,
+            "strict": t.strict if t.strict is not None else False,
+        }
         out.append(tool)
     return out
 
@@ -139,8 +164,17 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
     }
 
 
-def call_item(item_id: str, call_id: str, name: str, arguments: str, namespaces: dict[str, Any], status: str = "completed") -> dict[str, Any]:
-    item: dict[str, Any] = {"id": item_id, "type": "function_call", "status": status, "arguments": arguments, "call_id": call_id, "name": name}
+def call_item(
+    item_id: str, call_id: str, name: str, arguments: str, namespaces: dict[str, Any], status: str = "completed"
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": call_id,
+        "name": name,
+    }
     ns = namespaces.get(name)
     if ns:
         item["name"], item["namespace"] = ns["name"], ns["namespace"]
@@ -148,13 +182,24 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, namespaces:
 
 
 def reasoning_item(item_id: str, text: str, signature: str | None) -> dict[str, Any]:
-    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}] if text else []}
+    item: dict[str, Any] = {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text}] if text else [],
+    }
     if signature:
         item["encrypted_content"] = signature
     return item
 
 
-def finish_object(obj: dict[str, Any], output: list[dict[str, Any]], reply_end: Any, error: StreamError | None, usage: Any, upstream_dialect: str) -> None:
+def finish_object(
+    obj: dict[str, Any],
+    output: list[dict[str, Any]],
+    reply_end: Any,
+    error: StreamError | None,
+    usage: Any,
+    upstream_dialect: str,
+) -> None:
     """Fill the terminal fields: status, output, usage, incomplete_details or error."""
     obj["output"] = output
     if error is not None and error.kind == "cancelled":  # a status of the response, not a failure
@@ -184,7 +229,9 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         if block.kind == "text":
             output.append(message_item(new_id("msg_"), block.text))
         elif block.kind == "tool_call":
-            output.append(call_item(new_id("fc_"), block.id or new_id("call_"), block.name or "", block.arguments, namespaces))
+            output.append(
+                call_item(new_id("fc_"), block.id or new_id("call_"), block.name or "", block.arguments, namespaces)
+            )
         elif block.kind == "thinking":
             sig = signatures.for_caller(DIALECT, ctx.upstream_dialect, block.signature) if block.signature else None
             if block.text or sig:

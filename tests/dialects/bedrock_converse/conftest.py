@@ -9,7 +9,7 @@ import orjson
 
 from gateway.dialects.bedrock_converse import CODEC
 from gateway.events import Event
-from gateway.sse import SSEFrame
+from gateway.framing.sse import SSEFrame
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STREAMS = sorted(p.stem for p in FIXTURES.glob("*.json") if not p.stem.startswith("whole."))

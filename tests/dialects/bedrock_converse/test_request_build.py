@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gateway.carry import CannotCarry, judge
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.bedrock_converse import CODEC
+from gateway.dialects.carry import CannotCarry, judge
 from gateway.ir import (
     ChatRequest,
     FilePart,
@@ -66,7 +66,12 @@ def user(*parts: Any) -> Message:
 
 
 def req_of(*messages: Message, **kwargs: Any) -> ChatRequest:
-    return ChatRequest(model="text", messages=list(messages) or [user(TextPart("hi"))], dialect=kwargs.pop("dialect", "openai-chat"), **kwargs)
+    return ChatRequest(
+        model="text",
+        messages=list(messages) or [user(TextPart("hi"))],
+        dialect=kwargs.pop("dialect", "openai-chat"),
+        **kwargs,
+    )
 
 
 # -- the path -------------------------------------------------------------------------------------
@@ -76,7 +81,11 @@ def req_of(*messages: Message, **kwargs: Any) -> ChatRequest:
         (LLAMA, True, "/model/meta.llama3-3-70b-instruct-v1%3A0/converse-stream"),
         (LLAMA, False, "/model/meta.llama3-3-70b-instruct-v1%3A0/converse"),
         ("global.amazon.nova-2-lite-v1:0", True, "/model/global.amazon.nova-2-lite-v1%3A0/converse-stream"),
-        (ARN, True, "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream"),
+        (
+            ARN,
+            True,
+            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream",
+        ),
         ("text", False, "/model/text/converse"),
     ],
 )
@@ -87,15 +96,25 @@ def test_model_id_is_one_percent_encoded_segment(model: str, stream: bool, path:
 
 
 # -- bodies, feature by feature ---------------------------------------------------------------
-TOOL = Tool("type", "Look up the weather", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+TOOL = Tool(
+    "type", "Look up the weather", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+)
 
 CASES: list[tuple[str, ChatRequest, str, dict[str, Any]]] = [
     ("plain text", req_of(), LLAMA, {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
     (
         "system and a system turn fold into system",
-        req_of(user(TextPart("q")), Message("system", [TextPart("be brief")]), Message("user", [TextPart("again")]), system=[TextPart("You are text.")]),
+        req_of(
+            user(TextPart("q")),
+            Message("system", [TextPart("be brief")]),
+            Message("user", [TextPart("again")]),
+            system=[TextPart("You are text.")],
+        ),
         LLAMA,
-        {"system": [{"text": "You are text."}, {"text": "be brief"}], "messages": [{"role": "user", "content": [{"text": "q"}, {"text": "again"}]}]},
+        {
+            "system": [{"text": "You are text."}, {"text": "be brief"}],
+            "messages": [{"role": "user", "content": [{"text": "q"}, {"text": "again"}]}],
+        },
     ),
     (
         "inference config",
@@ -108,94 +127,233 @@ CASES: list[tuple[str, ChatRequest, str, dict[str, Any]]] = [
         "tools with auto choice",
         req_of(tools=[TOOL], tool_choice=ToolChoice("auto")),
         LLAMA,
-        {"toolConfig": {"tools": [{"toolSpec": {"name": "type", "inputSchema": {"json": TOOL.parameters}, "description": "Look up the weather"}}], "toolChoice": {"auto": {}}}},
+        {
+            "toolConfig": {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": "type",
+                            "inputSchema": {"json": TOOL.parameters},
+                            "description": "Look up the weather",
+                        }
+                    }
+                ],
+                "toolChoice": {"auto": {}},
+            }
+        },
     ),
-    ("required is any", req_of(tools=[TOOL], tool_choice=ToolChoice("required")), LLAMA, {"toolConfig.toolChoice": {"any": {}}}),
-    ("a named tool", req_of(tools=[TOOL], tool_choice=ToolChoice("tool", name="type")), LLAMA, {"toolConfig.toolChoice": {"tool": {"name": "type"}}}),
-    ("required among one allowed", req_of(tools=[TOOL], tool_choice=ToolChoice("required", allowed=["type"])), LLAMA, {"toolConfig.toolChoice": {"tool": {"name": "type"}}}),
-    ("none without tool history sends no tools", req_of(tools=[TOOL], tool_choice=ToolChoice("none")), LLAMA, {"toolConfig": None}),
+    (
+        "required is any",
+        req_of(tools=[TOOL], tool_choice=ToolChoice("required")),
+        LLAMA,
+        {"toolConfig.toolChoice": {"any": {}}},
+    ),
+    (
+        "a named tool",
+        req_of(tools=[TOOL], tool_choice=ToolChoice("tool", name="type")),
+        LLAMA,
+        {"toolConfig.toolChoice": {"tool": {"name": "type"}}},
+    ),
+    (
+        "required among one allowed",
+        req_of(tools=[TOOL], tool_choice=ToolChoice("required", allowed=["type"])),
+        LLAMA,
+        {"toolConfig.toolChoice": {"tool": {"name": "type"}}},
+    ),
+    (
+        "none without tool history sends no tools",
+        req_of(tools=[TOOL], tool_choice=ToolChoice("none")),
+        LLAMA,
+        {"toolConfig": None},
+    ),
     (
         "strict tools and a schema without type",
         req_of(tools=[Tool("text", None, {"properties": {}}, strict=True)]),
         LLAMA,
-        {"toolConfig": {"tools": [{"toolSpec": {"name": "text", "inputSchema": {"json": {"type": "object", "properties": {}}}, "strict": True}}]}},
+        {
+            "toolConfig": {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": "text",
+                            "inputSchema": {"json": {"type": "object", "properties": {}}},
+                            "strict": True,
+                        }
+                    }
+                ]
+            }
+        },
     ),
     (
         "a tool loop: toolUse then toolResult first in the user turn",
         req_of(
             user(TextPart("weather?")),
             Message("assistant", [TextPart("Checking."), ToolCallPart("tooluse_1", "type", '{"city":"Paris"}')]),
-            Message("user", [TextPart("and hurry"), ToolResultPart("tooluse_1", [TextPart("18C")]), ToolResultPart("tooluse_2", [], is_error=True)]),
+            Message(
+                "user",
+                [
+                    TextPart("and hurry"),
+                    ToolResultPart("tooluse_1", [TextPart("18C")]),
+                    ToolResultPart("tooluse_2", [], is_error=True),
+                ],
+            ),
             tools=[TOOL],
         ),
         LLAMA,
-        {"messages": [
-            {"role": "user", "content": [{"text": "weather?"}]},
-            {"role": "assistant", "content": [{"text": "Checking."}, {"toolUse": {"toolUseId": "tooluse_1", "name": "type", "input": {"city": "Paris"}}}]},
-            {"role": "user", "content": [
-                {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "18C"}]}},
-                {"toolResult": {"toolUseId": "tooluse_2", "content": [], "status": "error"}},
-                {"text": "and hurry"},
-            ]},
-        ]},
+        {
+            "messages": [
+                {"role": "user", "content": [{"text": "weather?"}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"text": "Checking."},
+                        {"toolUse": {"toolUseId": "tooluse_1", "name": "type", "input": {"city": "Paris"}}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "18C"}]}},
+                        {"toolResult": {"toolUseId": "tooluse_2", "content": [], "status": "error"}},
+                        {"text": "and hurry"},
+                    ],
+                },
+            ]
+        },
     ),
     (
         "tool history without declared tools gets minimal declarations",
-        req_of(user(TextPart("q")), Message("assistant", [ToolCallPart("t1", "text", "")]), user(ToolResultPart("t1", [TextPart("ok")]))),
+        req_of(
+            user(TextPart("q")),
+            Message("assistant", [ToolCallPart("t1", "text", "")]),
+            user(ToolResultPart("t1", [TextPart("ok")])),
+        ),
         LLAMA,
-        {"toolConfig": {"tools": [{"toolSpec": {"name": "text", "inputSchema": {"json": {"type": "object", "properties": {}}}}}]}},
+        {
+            "toolConfig": {
+                "tools": [{"toolSpec": {"name": "text", "inputSchema": {"json": {"type": "object", "properties": {}}}}}]
+            }
+        },
     ),
     (
         "images: base64, data URL, s3",
-        req_of(user(ImagePart("image/png", PNG), ImagePart(url=f"data:image/jpg;base64,{PNG}"), ImagePart("image/webp", url="s3://bucket/cat.webp"), TextPart("what?"))),
+        req_of(
+            user(
+                ImagePart("image/png", PNG),
+                ImagePart(url=f"data:image/jpg;base64,{PNG}"),
+                ImagePart("image/webp", url="s3://bucket/cat.webp"),
+                TextPart("what?"),
+            )
+        ),
         LLAMA,
-        {"messages": [{"role": "user", "content": [
-            {"image": {"format": "png", "source": {"bytes": PNG}}},
-            {"image": {"format": "jpeg", "source": {"bytes": PNG}}},
-            {"image": {"format": "webp", "source": {"s3Location": {"uri": "s3://bucket/cat.webp"}}}},
-            {"text": "what?"},
-        ]}]},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"image": {"format": "png", "source": {"bytes": PNG}}},
+                        {"image": {"format": "jpeg", "source": {"bytes": PNG}}},
+                        {"image": {"format": "webp", "source": {"s3Location": {"uri": "s3://bucket/cat.webp"}}}},
+                        {"text": "what?"},
+                    ],
+                }
+            ]
+        },
     ),
     (
         "documents get a format and a valid unique name; audio",
-        req_of(user(FilePart("application/pdf", PDF, filename="Q3 report (final).v2.pdf"), FilePart("text/plain", PDF, filename="Q3 report (final).v2.txt"), FilePart("audio/mpeg", PDF))),
+        req_of(
+            user(
+                FilePart("application/pdf", PDF, filename="Q3 report (final).v2.pdf"),
+                FilePart("text/plain", PDF, filename="Q3 report (final).v2.txt"),
+                FilePart("audio/mpeg", PDF),
+            )
+        ),
         LLAMA,
-        {"messages": [{"role": "user", "content": [
-            {"document": {"format": "pdf", "name": "Q3 report (final)-v2", "source": {"bytes": PDF}}},
-            {"document": {"format": "txt", "name": "Q3 report (final)-v2 (2)", "source": {"bytes": PDF}}},
-            {"audio": {"format": "mp3", "source": {"bytes": PDF}}},
-        ]}]},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"document": {"format": "pdf", "name": "Q3 report (final)-v2", "source": {"bytes": PDF}}},
+                        {"document": {"format": "txt", "name": "Q3 report (final)-v2 (2)", "source": {"bytes": PDF}}},
+                        {"audio": {"format": "mp3", "source": {"bytes": PDF}}},
+                    ],
+                }
+            ]
+        },
     ),
     (
         "JSON schema output",
-        req_of(response_format={"type": "json_schema", "name": "answer", "schema": {"type": "object", "properties": {"text": {"type": "string"}}}}),
+        req_of(
+            response_format={
+                "type": "json_schema",
+                "name": "answer",
+                "schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            }
+        ),
         LLAMA,
-        {"outputConfig": {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": {"schema": '{"type":"object","properties":{"text":{"type":"string"}}}', "name": "answer"}}}}},
+        {
+            "outputConfig": {
+                "textFormat": {
+                    "type": "json_schema",
+                    "structure": {
+                        "jsonSchema": {
+                            "schema": '{"type":"object","properties":{"text":{"type":"string"}}}',
+                            "name": "answer",
+                        }
+                    },
+                }
+            }
+        },
     ),
     (
         "Claude: thinking budget in additionalModelRequestFields, maxTokens always sent, top_k",
         req_of(thinking=Thinking(enabled=True, budget_tokens=4000), max_tokens=16000),
         CLAUDE,
-        {"inferenceConfig": {"maxTokens": 16000}, "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 4000}}},
+        {
+            "inferenceConfig": {"maxTokens": 16000},
+            "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 4000}},
+        },
     ),
     (
         "Claude: an effort becomes a budget clamped under maxTokens; temperature and low top_p dropped",
         req_of(thinking=Thinking(enabled=True, effort="high"), max_tokens=5000, temperature=0.5, top_p=0.5, top_k=5),
         CLAUDE,
-        {"inferenceConfig": {"maxTokens": 5000}, "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 4999}}, "dropped": ["top_k", "temperature", "top_p"]},
+        {
+            "inferenceConfig": {"maxTokens": 5000},
+            "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 4999}},
+            "dropped": ["top_k", "temperature", "top_p"],
+        },
     ),
-    ("Claude: default maxTokens and top_k", req_of(top_k=40), CLAUDE, {"inferenceConfig": {"maxTokens": 8192}, "additionalModelRequestFields": {"top_k": 40}}),
+    (
+        "Claude: default maxTokens and top_k",
+        req_of(top_k=40),
+        CLAUDE,
+        {"inferenceConfig": {"maxTokens": 8192}, "additionalModelRequestFields": {"top_k": 40}},
+    ),
     (
         "Claude by ARN; cache points after cache_control blocks; stop_sequence asked back",
-        req_of(user(TextPart("long doc", cache_control={"type": "ephemeral", "ttl": "1h"})), system=[TextPart("sys", cache_control={"type": "ephemeral"})], stop=["END"]),
+        req_of(
+            user(TextPart("long doc", cache_control={"type": "ephemeral", "ttl": "1h"})),
+            system=[TextPart("sys", cache_control={"type": "ephemeral"})],
+            stop=["END"],
+        ),
         ARN,
         {
             "system": [{"text": "sys"}, {"cachePoint": {"type": "default"}}],
-            "messages": [{"role": "user", "content": [{"text": "long doc"}, {"cachePoint": {"type": "default", "ttl": "1h"}}]}],
+            "messages": [
+                {"role": "user", "content": [{"text": "long doc"}, {"cachePoint": {"type": "default", "ttl": "1h"}}]}
+            ],
             "additionalModelResponseFieldPaths": ["/stop_sequence"],
         },
     ),
-    ("no cache points for models that do not cache", req_of(user(TextPart("doc", cache_control={"type": "ephemeral"}))), LLAMA, {"messages": [{"role": "user", "content": [{"text": "doc"}]}]}),
+    (
+        "no cache points for models that do not cache",
+        req_of(user(TextPart("doc", cache_control={"type": "ephemeral"}))),
+        LLAMA,
+        {"messages": [{"role": "user", "content": [{"text": "doc"}]}]},
+    ),
     (
         "Claude: forced tool use switches thinking off",
         req_of(thinking=Thinking(enabled=True, effort="low"), tools=[TOOL], tool_choice=ToolChoice("required")),
@@ -208,13 +366,53 @@ CASES: list[tuple[str, ChatRequest, str, dict[str, Any]]] = [
         "global.anthropic.claude-opus-4-6-v1",
         {"additionalModelRequestFields": {"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}}},
     ),
-    ("Claude 4.7 adaptive without an effort", req_of(thinking=Thinking(enabled=True)), "us.anthropic.claude-opus-4-7", {"additionalModelRequestFields": {"thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"}}}),
-    ("Claude 4.5 refuses temperature with top_p: temperature kept", req_of(temperature=0.3, top_p=0.8), CLAUDE, {"inferenceConfig": {"maxTokens": 8192, "temperature": 0.3}, "dropped": ["top_p"]}),
-    ("Claude 3.x takes both", req_of(temperature=0.3, top_p=0.8), "anthropic.claude-3-5-haiku-20241022-v1:0", {"inferenceConfig": {"maxTokens": 8192, "temperature": 0.3, "topP": 0.8}, "dropped": []}),
-    ("Nova 2 reasoning effort", req_of(thinking=Thinking(enabled=True, effort="xhigh"), top_k=20), NOVA2, {"additionalModelRequestFields": {"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "high"}, "inferenceConfig": {"topK": 20}}}),
-    ("gpt-oss reasoning effort", req_of(thinking=Thinking(enabled=True, budget_tokens=2000)), GPT_OSS, {"additionalModelRequestFields": {"reasoning_effort": "low"}}),
-    ("other models: reasoning and top_k recorded as dropped", req_of(thinking=Thinking(enabled=True, effort="medium"), top_k=3), LLAMA, {"additionalModelRequestFields": None, "dropped": ["thinking", "top_k"]}),
-    ("thinking off asks nothing", req_of(thinking=Thinking(enabled=False)), CLAUDE, {"additionalModelRequestFields": None, "dropped": []}),
+    (
+        "Claude 4.7 adaptive without an effort",
+        req_of(thinking=Thinking(enabled=True)),
+        "us.anthropic.claude-opus-4-7",
+        {"additionalModelRequestFields": {"thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"}}},
+    ),
+    (
+        "Claude 4.5 refuses temperature with top_p: temperature kept",
+        req_of(temperature=0.3, top_p=0.8),
+        CLAUDE,
+        {"inferenceConfig": {"maxTokens": 8192, "temperature": 0.3}, "dropped": ["top_p"]},
+    ),
+    (
+        "Claude 3.x takes both",
+        req_of(temperature=0.3, top_p=0.8),
+        "anthropic.claude-3-5-haiku-20241022-v1:0",
+        {"inferenceConfig": {"maxTokens": 8192, "temperature": 0.3, "topP": 0.8}, "dropped": []},
+    ),
+    (
+        "Nova 2 reasoning effort",
+        req_of(thinking=Thinking(enabled=True, effort="xhigh"), top_k=20),
+        NOVA2,
+        {
+            "additionalModelRequestFields": {
+                "reasoningConfig": {"type": "enabled", "maxReasoningEffort": "high"},
+                "inferenceConfig": {"topK": 20},
+            }
+        },
+    ),
+    (
+        "gpt-oss reasoning effort",
+        req_of(thinking=Thinking(enabled=True, budget_tokens=2000)),
+        GPT_OSS,
+        {"additionalModelRequestFields": {"reasoning_effort": "low"}},
+    ),
+    (
+        "other models: reasoning and top_k recorded as dropped",
+        req_of(thinking=Thinking(enabled=True, effort="medium"), top_k=3),
+        LLAMA,
+        {"additionalModelRequestFields": None, "dropped": ["thinking", "top_k"]},
+    ),
+    (
+        "thinking off asks nothing",
+        req_of(thinking=Thinking(enabled=False)),
+        CLAUDE,
+        {"additionalModelRequestFields": None, "dropped": []},
+    ),
 ]
 
 
@@ -238,14 +436,23 @@ def test_body(label: str, req: ChatRequest, model: str, want: dict[str, Any]) ->
 
 
 def test_reasoning_replayed_only_when_converse_signed_it() -> None:
-    assistant = Message("assistant", [
-        ThinkingPart("mine", signature="sig-converse", origin="bedrock-converse"),
-        ThinkingPart("", redacted_data=base64.b64encode(b"opaque").decode(), origin="bedrock-converse"),
-        ThinkingPart("anthropic's", signature="sig-anthropic", origin="anthropic"),
-        ThinkingPart("unsigned", origin="bedrock-converse"),
-        ToolCallPart("t1", "type", "{}"),
-    ])
-    req = req_of(user(TextPart("q")), assistant, user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL], thinking=Thinking(enabled=True, budget_tokens=2048))
+    assistant = Message(
+        "assistant",
+        [
+            ThinkingPart("mine", signature="sig-converse", origin="bedrock-converse"),
+            ThinkingPart("", redacted_data=base64.b64encode(b"opaque").decode(), origin="bedrock-converse"),
+            ThinkingPart("anthropic's", signature="sig-anthropic", origin="anthropic"),
+            ThinkingPart("unsigned", origin="bedrock-converse"),
+            ToolCallPart("t1", "type", "{}"),
+        ],
+    )
+    req = req_of(
+        user(TextPart("q")),
+        assistant,
+        user(ToolResultPart("t1", [TextPart("ok")])),
+        tools=[TOOL],
+        thinking=Thinking(enabled=True, budget_tokens=2048),
+    )
     call = build(req, CLAUDE)
     body = valid(call, CLAUDE)
     assert body["messages"][1]["content"][:2] == [
@@ -253,18 +460,32 @@ def test_reasoning_replayed_only_when_converse_signed_it() -> None:
         {"reasoningContent": {"redactedContent": base64.b64encode(b"opaque").decode()}},
     ]
     assert len(body["messages"][1]["content"]) == 3
-    assert body["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 2048  # the loop is signed: thinking stays
+    assert (
+        body["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 2048
+    )  # the loop is signed: thinking stays
 
 
 def test_claude_thinking_dropped_when_the_tool_loop_is_unsigned() -> None:
-    req = req_of(user(TextPart("q")), Message("assistant", [ToolCallPart("t1", "type", "{}")]), user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL], thinking=Thinking(enabled=True, effort="low"))
+    req = req_of(
+        user(TextPart("q")),
+        Message("assistant", [ToolCallPart("t1", "type", "{}")]),
+        user(ToolResultPart("t1", [TextPart("ok")])),
+        tools=[TOOL],
+        thinking=Thinking(enabled=True, effort="low"),
+    )
     call = build(req, CLAUDE)
     valid(call, CLAUDE)
     assert "additionalModelRequestFields" not in call.body and call.dropped == ["thinking"]
 
 
 def test_tool_choice_none_with_tool_history_keeps_tools_and_says_so() -> None:
-    req = req_of(user(TextPart("q")), Message("assistant", [ToolCallPart("t1", "type", "{}")]), user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL], tool_choice=ToolChoice("none"))
+    req = req_of(
+        user(TextPart("q")),
+        Message("assistant", [ToolCallPart("t1", "type", "{}")]),
+        user(ToolResultPart("t1", [TextPart("ok")])),
+        tools=[TOOL],
+        tool_choice=ToolChoice("none"),
+    )
     call = build(req)
     valid(call, LLAMA)
     assert "toolChoice" not in call.body["toolConfig"] and call.dropped == ["tool_choice"]
@@ -282,7 +503,10 @@ def test_unknown_media_types_are_left_out_and_recorded() -> None:
     ("field", "req"),
     [
         ("parallel_tool_calls", req_of(tools=[TOOL], parallel_tool_calls=False)),
-        ("tool_choice.allowed", req_of(tools=[TOOL, Tool("text")], tool_choice=ToolChoice("required", allowed=["type", "text"]))),
+        (
+            "tool_choice.allowed",
+            req_of(tools=[TOOL, Tool("text")], tool_choice=ToolChoice("required", allowed=["type", "text"])),
+        ),
         ("response_format.json", req_of(response_format={"type": "json"})),
         ("messages.file_url", req_of(user(ImagePart(url="https://example.test/cat.png")))),
         ("messages.file_url", req_of(user(FilePart("application/pdf", url="gs://bucket/a.pdf")))),
@@ -305,21 +529,44 @@ def test_advisory_fields_are_dropped_and_a_dropped_url_image_is_left_out() -> No
 
 
 def test_carried_choices_are_not_refused() -> None:
-    assert judge(req_of(tools=[TOOL], tool_choice=ToolChoice("required", allowed=["type"]), top_k=3, stop=["x"]), CODEC.limits, ()) == []
+    assert (
+        judge(
+            req_of(tools=[TOOL], tool_choice=ToolChoice("required", allowed=["type"]), top_k=3, stop=["x"]),
+            CODEC.limits,
+            (),
+        )
+        == []
+    )
 
 
 def test_reasoning_leads_the_assistant_turn() -> None:
     """A Chat caller's history has the reasoning after the text; Claude wants it first."""
-    assistant = Message("assistant", [TextPart("Checking."), ThinkingPart("", signature="sig", origin="bedrock-converse"), ToolCallPart("t1", "type", "{}")])
-    call = build(req_of(user(TextPart("q")), assistant, user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL]), CLAUDE)
+    assistant = Message(
+        "assistant",
+        [
+            TextPart("Checking."),
+            ThinkingPart("", signature="sig", origin="bedrock-converse"),
+            ToolCallPart("t1", "type", "{}"),
+        ],
+    )
+    call = build(
+        req_of(user(TextPart("q")), assistant, user(ToolResultPart("t1", [TextPart("ok")])), tools=[TOOL]), CLAUDE
+    )
     body = valid(call, CLAUDE)
     assert [next(iter(b)) for b in body["messages"][1]["content"]] == ["reasoningContent", "text", "toolUse"]
 
 
 def test_tool_ids_outside_the_pattern_become_one_stable_digest() -> None:
     odd = "call/" + "x" * 80
-    req = req_of(user(TextPart("q")), Message("assistant", [ToolCallPart(odd, "type", "{}"), ToolCallPart("call_ok.1:2", "text", "{}")]), user(ToolResultPart(odd, [TextPart("a")]), ToolResultPart("call_ok.1:2", [TextPart("b")])), tools=[TOOL])
+    req = req_of(
+        user(TextPart("q")),
+        Message("assistant", [ToolCallPart(odd, "type", "{}"), ToolCallPart("call_ok.1:2", "text", "{}")]),
+        user(ToolResultPart(odd, [TextPart("a")]), ToolResultPart("call_ok.1:2", [TextPart("b")])),
+        tools=[TOOL],
+    )
     body = valid(build(req), LLAMA)
     use_ids = [b["toolUse"]["toolUseId"] for b in body["messages"][1]["content"]]
     result_ids = [b["toolResult"]["toolUseId"] for b in body["messages"][2]["content"]]
-    assert use_ids == result_ids and use_ids[1] == "call_ok.1:2" and use_ids[0].startswith("gw_") and len(use_ids[0]) <= 64
+    assert (
+        use_ids == result_ids and use_ids[1] == "call_ok.1:2" and use_ids[0].startswith("gw_") and len(use_ids[0]) <= 64
+    )

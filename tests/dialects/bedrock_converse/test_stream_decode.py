@@ -6,9 +6,20 @@ import orjson
 import pytest
 
 from gateway.dialects.bedrock_converse import CODEC
-from gateway.events import BlockStart, BlockStop, End, MessageStart, SignatureDelta, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta, Usage
+from gateway.events import (
+    BlockStart,
+    BlockStop,
+    End,
+    MessageStart,
+    SignatureDelta,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+)
+from gateway.framing.sse import SSEFrame
 from gateway.reply import fold
-from gateway.sse import SSEFrame
 from tests.support.event_contract import check_events
 
 from .conftest import STREAMS, decode, frames_of, load
@@ -71,9 +82,18 @@ def test_a_new_kind_at_an_open_index_is_a_new_block() -> None:
     # exception_mid_stream: reasoning then text at contentBlockIndex 0 (no contentBlockStop between)
     events = decode(frames_of("exception_mid_stream"))
     assert [e for e in events if not isinstance(e, MessageStart)][:5] == [
-        BlockStart(0, "thinking"), ThinkingDelta(0, "Okay, let me think"), BlockStop(0), BlockStart(1, "text"), TextDelta(1, "The answer"),
+        BlockStart(0, "thinking"),
+        ThinkingDelta(0, "Okay, let me think"),
+        BlockStop(0),
+        BlockStart(1, "text"),
+        TextDelta(1, "The answer"),
     ]
-    assert events[-1] == StreamError("bad_gateway", "Model stream error: the model returned an invalid response. (upstream model failure)", 502, raw="ModelStreamErrorException")
+    assert events[-1] == StreamError(
+        "bad_gateway",
+        "Model stream error: the model returned an invalid response. (upstream model failure)",
+        502,
+        raw="ModelStreamErrorException",
+    )
 
 
 @pytest.mark.parametrize(

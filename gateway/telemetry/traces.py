@@ -1,0 +1,499 @@
+"""OpenTelemetry: a trace per request, a CLIENT span per upstream attempt, GenAI metrics.
+
+Off unless an OTLP endpoint is configured (``[telemetry] otlp_endpoint`` or the standard
+``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``); then ``GatewayState.telemetry``
+is a ``Telemetry`` and the relay makes one ``RequestTrace`` per request. Off, it is ``None``: the hot
+path checks that one value and makes no SDK call, so tracing off costs nothing.
+
+Shape (OpenTelemetry semantic conventions v1.41.0, the last release carrying the GenAI conventions
+in the main repository; see README "Telemetry"):
+
+* a SERVER span ``POST /v1/messages`` per request, child of the caller's W3C ``traceparent`` when it
+  sent one, with the gateway's own attributes under ``gateway.*``;
+* one CLIENT span ``{gen_ai.operation.name} {gen_ai.request.model}`` per upstream attempt (each retry
+  and each fallback its own span; failed ones carry ``error.type``), with the GenAI attributes. A
+  failed attempt's span ends when it fails; the one that answered ends with the request, once usage
+  and finish reasons are known. All of a request's spans are handed to the exporter when it ends
+  (why: ``Telemetry``).
+
+Module map: this one (spans), ``telemetry_setup.py`` (turning it on), ``telemetry_export.py`` (the
+bounded queue), ``telemetry_metrics.py`` (GenAI histograms), ``telemetry_content.py`` (opt-in content).
+
+Never in the way: spans leave through a ``BatchSpanProcessor`` (its own thread) behind a bounded
+queue; what cannot be queued or exported is counted in ``gateway_telemetry_dropped_spans_total``
+instead of waiting. Shutdown flushes for at most ``shutdown_seconds``. The caller's key, upstream
+keys and provider error messages are never put on a span; prompts and completions only with
+``capture_content = true`` (``gateway/telemetry/content.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from random import getrandbits
+from time import time_ns
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from gateway.events import MessageStart
+from gateway.reply import Reply, ReplyBuilder
+
+if TYPE_CHECKING:
+    from gateway.errors import GatewayError
+    from gateway.events import Event
+    from gateway.ir import ChatRequest
+    from gateway.routing.router import Resolved, Target
+    from gateway.telemetry.metrics import GenAIMetrics
+    from gateway.telemetry.observe import AccessRecord
+    from gateway.upstream.providers import Provider
+
+log = logging.getLogger("gateway.telemetry")
+
+SEMCONV_VERSION = "1.41.0"
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+
+# A provider reached through another's wire format is named by its host (the conventions' values).
+HOST_PROVIDER = (
+    ("openai.azure.com", "azure.ai.openai"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("amazonaws.com", "aws.bedrock"),
+    ("api.groq.com", "groq"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("cohere.com", "cohere"),
+)
+DURATION = "gen_ai.client.operation.duration"  # the instruments of gateway/telemetry/metrics.py
+TOKENS = "gen_ai.client.token.usage"
+TTFC = "gen_ai.client.operation.time_to_first_chunk"
+# AccessRecord input, output, cache read, cache write, reasoning tokens -> span attributes
+# (cache_creation is v1.41's name for a cache write; the standalone GenAI v0.1.0 says cache_write)
+USAGE_ATTRIBUTES = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.reasoning.output_tokens",
+)
+
+
+def provider_attributes(provider: Provider) -> dict[str, Any]:
+    """``gen_ai.provider.name``, ``server.address``, ``server.port`` of a configured provider."""
+    settings = provider.settings
+    attrs: dict[str, Any] = {
+        "gen_ai.provider.name": provider.identity.otel_provider
+    }  # the codec's (gateway/dialects/base.py)
+    if settings.base_url:
+        parts = urlsplit(settings.base_url)
+        host = parts.hostname or ""
+        attrs["server.address"] = host
+        attrs["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
+        for suffix, name in HOST_PROVIDER:
+            if host.endswith(suffix):
+                attrs["gen_ai.provider.name"] = name
+                break
+    return attrs
+
+
+W3C_PROPAGATORS = {"tracecontext,baggage", "baggage,tracecontext", "tracecontext"}
+_HEX = frozenset("0123456789abcdef")
+
+
+def parse_traceparent(value: str) -> tuple[int, int, int] | None:
+    """(trace id, parent span id, flags) of a W3C ``traceparent``, or None when it is not valid
+    (then the trace starts here, as the W3C recommendation says)."""
+    parts = value.strip().split("-")
+    if len(parts) < 4 or len(parts[0]) != 2 or parts[0] == "ff" or (parts[0] == "00" and len(parts) != 4):
+        return None
+    version, trace_id, span_id, flags = parts[0], parts[1], parts[2], parts[3]
+    if (
+        len(trace_id) != 32
+        or len(span_id) != 16
+        or len(flags) != 2
+        or not _HEX.issuperset(version + trace_id + span_id + flags)
+    ):
+        return None
+    trace, span = int(trace_id, 16), int(span_id, 16)
+    if not trace or not span:
+        return None
+    return trace, span, int(flags, 16)
+
+
+class _Span:
+    """A span being described: plain data until the request ends (see ``RequestTrace``)."""
+
+    __slots__ = ("span_id", "name", "start_ns", "end_ns", "attributes", "error")
+
+    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+        self.span_id = getrandbits(64) or 1
+        self.name = name
+        self.start_ns = time_ns()
+        self.end_ns = 0
+        self.attributes = attributes
+        self.error: str | None = None
+
+
+class Telemetry:
+    """The span processor, sampler and GenAI metrics of one process; ``start`` makes a request's trace.
+
+    Spans are not made with ``Tracer.start_span``: measured in ``bench/telemetry.py``, an SDK span costs
+    ~45 µs on the bench VM before its first attribute (locks, attribute cleaning per call, a context
+    per span), so a request's two spans alone would be twice the per-request budget. A request's spans
+    are instead described as plain data while it runs (ids, nanosecond timestamps, attribute dicts the
+    gateway builds from values it already has) and turned into the SDK's own ``ReadableSpan``s once,
+    when the request ends, then handed to the SDK's span processor — the batcher and the OTLP exporter
+    see exactly what a ``Tracer`` would have produced. The SDK's sampler (``OTEL_TRACES_SAMPLER``)
+    decides, then, for the whole trace.
+    """
+
+    def __init__(
+        self,
+        processor: Any,
+        metrics: GenAIMetrics | None = None,
+        *,
+        resource: Any = None,
+        sampler: Any = None,
+        capture_content: bool = False,
+        shutdown_seconds: float = 5.0,
+        guard: Any = None,
+    ) -> None:
+        from opentelemetry import propagate
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import (
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            Status,
+            StatusCode,
+            TraceFlags,
+            TraceState,
+            get_current_span,
+            set_span_in_context,
+        )
+
+        self.processor, self.metrics = processor, metrics
+        self.resource = resource if resource is not None else Resource.create({})
+        self.sampler = (
+            sampler if sampler is not None else TracerProvider(shutdown_on_exit=False).sampler
+        )  # OTEL_TRACES_SAMPLER
+        # the SDK's default (parentbased_always_on) samples every trace without a parent: skip the call
+        self.always_root = sampler is None and not os.environ.get("OTEL_TRACES_SAMPLER")
+        self.scope = InstrumentationScope("llm-gateway", "0.1.0", SCHEMA_URL)
+        self.capture_content = capture_content
+        self.shutdown_seconds = shutdown_seconds
+        self.guard = guard  # BoundedBatchProcessor when exporting over OTLP (drop counts, pending)
+        self._extract = propagate.extract
+        self._current_span = get_current_span
+        self._in_context, self.NonRecordingSpan, self.TraceState, self.TraceFlags = (
+            set_span_in_context,
+            NonRecordingSpan,
+            TraceState,
+            TraceFlags,
+        )
+        # the default propagators (W3C trace context + baggage): traceparent is read here, in ~1 µs
+        # (the SDK's regex-based extractor takes ~17 µs on the bench VM); others go through the SDK
+        self.w3c_only = os.environ.get("OTEL_PROPAGATORS", "tracecontext,baggage").replace(" ", "") in W3C_PROPAGATORS
+        self.ReadableSpan, self.SpanContext, self.Status = ReadableSpan, SpanContext, Status
+        self.SERVER, self.CLIENT, self.ERROR = SpanKind.SERVER, SpanKind.CLIENT, StatusCode.ERROR
+        self.SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+        self.OK_STATUS = Status(StatusCode.UNSET)
+        self._providers: dict[str, dict[str, Any]] = {}
+
+    def provider(self, provider: Provider) -> dict[str, Any]:
+        attrs = self._providers.get(provider.name)
+        if attrs is None:
+            attrs = self._providers[provider.name] = provider_attributes(provider)
+        return attrs
+
+    def start(self, scope: dict[str, Any], headers: dict[str, str], dialect: str, record: AccessRecord) -> RequestTrace:
+        """The request's SERVER span, continuing the caller's ``traceparent`` / ``tracestate``."""
+        route = getattr(scope.get("route"), "path", None) or scope["path"]
+        method = scope.get("method", "POST")
+        parent = None
+        trace_state = None
+        if "traceparent" in headers:
+            if self.w3c_only:
+                ids = parse_traceparent(headers["traceparent"])
+                if ids is not None:
+                    parent = self.SpanContext(ids[0], ids[1], True, self.TraceFlags(ids[2]))
+                    trace_state = headers.get("tracestate")  # parsed when the trace is exported
+            else:
+                parent = self._current_span(self._extract(headers)).get_span_context()
+                if not parent.is_valid:
+                    parent = None
+        span = _Span(
+            f"{method} {route}",
+            {
+                "http.request.method": method,
+                "http.route": route,
+                "url.path": scope["path"],
+                "url.scheme": scope.get("scheme", "http"),
+                "gateway.caller.dialect": dialect,
+                "gateway.request_id": record.request_id,
+            },
+        )
+        trace = RequestTrace(self, span, parent, trace_state)
+        record.trace_id = format(trace.trace_id, "032x")
+        return trace
+
+    def emit(self, trace_id: int, span: _Span, kind: Any, parent: Any, trace_state: Any) -> None:
+        status = self.Status(self.ERROR, span.error) if span.error is not None else self.OK_STATUS
+        context = self.SpanContext(trace_id, span.span_id, False, self.SAMPLED, trace_state)
+        self.processor.on_end(
+            self.ReadableSpan(
+                span.name,
+                context,
+                parent,
+                self.resource,
+                span.attributes,
+                kind=kind,
+                status=status,
+                start_time=span.start_ns,
+                end_time=span.end_ns,
+                instrumentation_scope=self.scope,
+            )
+        )
+
+    def shutdown(self) -> None:
+        """Flush what is queued, for at most ``shutdown_seconds``, then give up (counted as dropped)."""
+
+        def run(shutdown: Any) -> None:
+            try:
+                shutdown()
+            except Exception:  # an exporter bug must not turn a clean shutdown into a crash
+                log.exception("telemetry shutdown failed")
+
+        jobs = [self.processor.shutdown]
+        if self.metrics is not None:
+            jobs.append(lambda: self.metrics.shutdown(self.shutdown_seconds * 1000))
+        workers = [
+            threading.Thread(target=run, args=(job,), name="gateway-telemetry-shutdown", daemon=True) for job in jobs
+        ]
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + self.shutdown_seconds
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        if workers[0].is_alive() and self.guard is not None:
+            lost = self.guard.give_up()
+            log.warning(
+                "telemetry: the collector did not take the last spans within %gs; %d dropped",
+                self.shutdown_seconds,
+                lost,
+            )
+
+
+class RequestTrace:
+    """One request's spans. The relay calls ``request`` once parsed, ``attempt_*`` around each
+    upstream attempt (from attempts.py) and ``finish`` once, with the finished access record."""
+
+    __slots__ = (
+        "tel",
+        "span",
+        "trace_id",
+        "parent",
+        "raw_trace_state",
+        "attempts",
+        "attempt",
+        "attempt_started",
+        "attempt_attrs",
+        "streamed",
+        "content",
+        "output",
+        "reply",
+        "detached",
+        "ttfc",
+    )
+
+    def __init__(self, tel: Telemetry, span: _Span, parent: Any, raw_trace_state: str | None) -> None:
+        self.tel, self.span = tel, span
+        self.parent, self.raw_trace_state = parent, raw_trace_state  # the caller's span, if it sent one
+        self.trace_id: int = parent.trace_id if parent is not None else (getrandbits(128) or 1)
+        self.attempts: list[_Span] = []
+        self.attempt: _Span | None = None  # the attempt that answered: ends with the request
+        self.attempt_started = 0.0
+        self.attempt_attrs: dict[str, Any] = {}
+        self.streamed = False
+        self.content: dict[str, str] | None = None  # request content attributes (capture_content)
+        self.output: ReplyBuilder | None = None  # folds a streamed answer (capture_content)
+        self.reply: Reply | None = None  # a whole answer (capture_content)
+        self.detached = False
+        self.ttfc: float | None = None  # seconds to the answering attempt's first chunk (streamed)
+
+    def request(self, req: ChatRequest, resolved: Resolved) -> None:
+        attrs = self.span.attributes
+        attrs["gateway.request.model"], attrs["gateway.route"], attrs["gateway.stream"] = (
+            req.model,
+            resolved.route,
+            req.stream,
+        )
+        if self.tel.capture_content:
+            from gateway.telemetry.content import request_content
+
+            self.content = request_content(req)
+            self.output = ReplyBuilder() if req.stream else None
+
+    def attempt_started_for(
+        self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool
+    ) -> _Span:
+        """A CLIENT span for one upstream attempt, child of the request's span."""
+        operation = provider.identity.otel_operation
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": operation,
+            **self.tel.provider(provider),
+            "gen_ai.request.model": target.upstream_model,
+        }
+        self.attempt_attrs = dict(attrs)  # the metric attributes (low cardinality)
+        attrs["gateway.provider"] = provider.name
+        attrs["gateway.attempt"] = len(self.attempts) + 1
+        attrs["gateway.fallback"] = fallback
+        if req.max_tokens is not None:
+            attrs["gen_ai.request.max_tokens"] = req.max_tokens
+        if req.temperature is not None:
+            attrs["gen_ai.request.temperature"] = req.temperature
+        if req.top_p is not None:
+            attrs["gen_ai.request.top_p"] = req.top_p
+        if req.top_k is not None:
+            attrs["gen_ai.request.top_k"] = float(req.top_k)
+        if req.stop:
+            attrs["gen_ai.request.stop_sequences"] = tuple(req.stop)
+        if self.content is not None:
+            attrs.update(self.content)
+        self.streamed = streamed
+        self.attempt_started = time.perf_counter()
+        span = _Span(f"{operation} {target.upstream_model}", attrs)
+        self.attempts.append(span)
+        return span
+
+    def attempt_failed(self, span: _Span, err: GatewayError | None, kind: str = "") -> None:
+        """End a failed attempt's span: ``error.type`` is the gateway's error kind (low cardinality),
+        never the provider's message (it may quote a key)."""
+        span.end_ns = time_ns()
+        kind = err.kind if err is not None else kind or "_OTHER"
+        span.attributes["error.type"] = kind
+        if err is not None and err.status:
+            span.attributes["http.response.status_code"] = err.status
+        span.error = f"{kind} (HTTP {err.status})" if err is not None else kind
+        metrics = self.tel.metrics
+        if metrics is not None:
+            metrics.record(
+                DURATION, time.perf_counter() - self.attempt_started, {**self.attempt_attrs, "error.type": kind}
+            )
+
+    def attempt_opened(self, span: _Span, first: list[Event]) -> None:
+        """The attempt answered: its span stays open until the request ends; note the first chunk."""
+        self.attempt = span
+        attrs = span.attributes
+        for event in first:
+            if type(event) is MessageStart:
+                if event.id:
+                    attrs["gen_ai.response.id"] = event.id
+                if event.model:
+                    attrs["gen_ai.response.model"] = self.attempt_attrs["gen_ai.response.model"] = event.model
+                break
+        if self.streamed:
+            self.ttfc = attrs["gen_ai.response.time_to_first_chunk"] = time.perf_counter() - self.attempt_started
+
+    def finish(self, record: AccessRecord) -> None:
+        try:
+            self._finish(record)
+        except Exception:  # telemetry must never break a request
+            log.exception("telemetry: could not finish the trace of %s", record.request_id)
+
+    def _finish(self, record: AccessRecord) -> None:
+        tel = self.tel
+        error = record.error_kind
+        now = time_ns()
+        attempt = self.attempt
+        if attempt is not None:
+            attempt.end_ns = now
+            self._describe_attempt(attempt, record, error)
+        span = self.span
+        span.end_ns = now
+        attrs = span.attributes
+        attrs["http.response.status_code"] = record.status
+        attrs["gateway.attempts"] = len(record.attempts)
+        if record.provider:
+            attrs["gateway.provider"] = record.provider
+        if record.stop_reason:
+            attrs["gateway.stop_reason"] = record.stop_reason
+        if record.key is not None:
+            attrs["gateway.key"] = record.key  # the named key's name, never the secret
+        if record.cost_usd is not None:
+            attrs["gateway.cost_usd"] = record.cost_usd  # set when the ledger priced it (Observer.finish)
+        if error:
+            attrs["error.type"] = error
+            if record.status >= 500 or record.status == 200:  # a server failure, or a stream that failed after its 200
+                span.error = error
+        parent = self.parent
+        if parent is not None and self.raw_trace_state:
+            parent = tel.SpanContext(
+                parent.trace_id,
+                parent.span_id,
+                True,
+                parent.trace_flags,
+                tel.TraceState.from_header([self.raw_trace_state]),
+            )
+        if tel.always_root:  # the default ParentBased(ALWAYS_ON): a root is sampled, a child follows its parent
+            if parent is not None and not parent.trace_flags.sampled:
+                return
+            trace_state = parent.trace_state if parent is not None else None
+        else:
+            context = tel._in_context(tel.NonRecordingSpan(parent)) if parent is not None else None
+            result = tel.sampler.should_sample(context, self.trace_id, span.name, tel.SERVER, attrs)
+            if not result.decision.is_sampled():
+                return
+            trace_state = result.trace_state
+        # the attempts first, as spans end in OpenTelemetry (children before their parent): an
+        # exporter that has the request's span then has all of its trace
+        own = tel.SpanContext(self.trace_id, span.span_id, False, tel.SAMPLED, trace_state)
+        for child in self.attempts:
+            tel.emit(self.trace_id, child, tel.CLIENT, own, trace_state)
+        tel.emit(self.trace_id, span, tel.SERVER, parent, trace_state)
+
+    def _describe_attempt(self, attempt: _Span, record: AccessRecord, error: str | None) -> None:
+        """The answering attempt's usage and finish reasons; the GenAI metrics."""
+        attrs = attempt.attributes
+        usage = (
+            record.input_tokens,
+            record.output_tokens,
+            record.cache_read_tokens,
+            record.cache_write_tokens,
+            record.reasoning_tokens,
+        )
+        for key, value in zip(USAGE_ATTRIBUTES, usage):
+            if value is not None:
+                attrs[key] = value
+        reason = record.raw_stop_reason or record.stop_reason
+        if reason:
+            attrs["gen_ai.response.finish_reasons"] = (reason,)
+        if self.detached:
+            attrs["gateway.detached"] = True  # the generation goes on in a task; usage is not on this span
+        if self.content is not None and not self.detached:  # a detached answer is folded by its task
+            from gateway.telemetry.content import output_content
+
+            reply = self.reply if self.reply is not None else (self.output.reply if self.output is not None else None)
+            if reply is not None:
+                attrs.update(output_content(reply))
+        if error:
+            attrs["error.type"] = attempt.error = error
+        metrics = self.tel.metrics
+        if metrics is not None:
+            labels = tuple(self.attempt_attrs.items())
+            if error:
+                labels += (("error.type", error),)
+            measured: list[tuple[str, float, tuple[tuple[str, Any], ...]]] = [
+                (DURATION, time.perf_counter() - self.attempt_started, labels)
+            ]
+            if record.input_tokens is not None:
+                measured.append((TOKENS, record.input_tokens, labels + (("gen_ai.token.type", "input"),)))
+            if record.output_tokens is not None:
+                measured.append((TOKENS, record.output_tokens, labels + (("gen_ai.token.type", "output"),)))
+            if self.ttfc is not None:
+                measured.append((TTFC, self.ttfc, labels))
+            metrics.record_all(measured)
