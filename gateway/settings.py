@@ -122,7 +122,7 @@ class PriceSettings(BaseModel):
     """USD per million tokens of one upstream model (glob), each token kind at its own rate."""
 
     input: float
-    output: float
+    output: float | None = None  # None: no output rate (an embedding model); output tokens are then unpriced
     cache_read: float | None = None  # default: the input rate
     cache_write: float | None = None  # default: the input rate
     reasoning: float | None = None  # default: the output rate (reasoning is output)

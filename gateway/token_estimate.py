@@ -8,6 +8,8 @@ budget holds reserve it before the upstream is called (``limits.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import orjson
 
 from gateway.ir import ChatRequest, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
@@ -31,3 +33,8 @@ def estimate_tokens(req: ChatRequest) -> int:
     for tool in req.tools:
         chars += len(tool.name) + len(tool.description or "") + len(orjson.dumps(tool.parameters))
     return max(1, chars // 4)
+
+
+def estimate_text_tokens(texts: Sequence[str]) -> int:
+    """The same estimate over bare texts (embedding inputs): at least one token each."""
+    return sum(max(1, len(t) // 4) for t in texts)

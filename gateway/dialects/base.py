@@ -251,7 +251,7 @@ class ModelAction:
     action) or a token count."""
 
     name: str
-    kind: Literal["call", "count"] = "call"
+    kind: Literal["call", "count", "embed"] = "call"
     stream: bool | None = None
 
 
@@ -259,11 +259,12 @@ class ModelAction:
 class CallerRoute:
     """One path the gateway serves to this dialect's callers (gateway/server/app.py builds its route
     table from these). ``kind``: ``call`` a model call, ``count`` token counting
-    (``TokenCounting``), ``stored`` the stored-object operations (``StoredObjects``), ``model_action``
+    (``TokenCounting``), ``stored`` the stored-object operations (``StoredObjects``), ``embed``
+    embeddings (gateway/endpoints/embeddings.py), ``model_action``
     a ``…/models/{model}:{action}`` path whose action picks one of the others (Gemini)."""
 
     path: str
-    kind: Literal["call", "count", "stored", "model_action"] = "call"
+    kind: Literal["call", "count", "stored", "model_action", "embed"] = "call"
     methods: tuple[str, ...] = ("POST",)
     actions: tuple[ModelAction, ...] = ()  # model_action only
 

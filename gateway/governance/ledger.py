@@ -75,6 +75,9 @@ class Ledger:
             if price is None:
                 unpriced = True
                 self._warn(record, "no [prices] entry and no price database entry for", provider, model)
+            elif not price.has_output and record.output_tokens:
+                unpriced = True  # an input-only entry (meant for an embedding model) cannot price output
+                self._warn(record, f"output tokens but only an input price ({price.source}) for", provider, model)
             else:
                 cost = price.cost_nano(
                     record.input_tokens,

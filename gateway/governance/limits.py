@@ -62,9 +62,20 @@ class Limiter:
         self._gauges: dict[str, Any] = {}  # metric children by key: labels() is ~5 µs a call
 
     async def admit(
-        self, spec: KeySpec, req: ChatRequest, resolved: Resolved, record: AccessRecord, dialect: str, headers: Headers
+        self,
+        spec: KeySpec,
+        req: ChatRequest,
+        resolved: Resolved,
+        record: AccessRecord,
+        dialect: str,
+        headers: Headers,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
     ) -> None:
-        """Raise the caller's refusal, or return with the request's hold on ``record``."""
+        """Raise the caller's refusal, or return with the request's hold on ``record``.
+        ``input_tokens`` / ``output_tokens``: the reservation when the caller knows it better than
+        ``req`` says (an embeddings request: its inputs' estimate, no output)."""
         metrics = self.metrics
         if not spec.allows(req.model):
             metrics.refusals.labels(spec.name, "model").inc()
@@ -83,8 +94,13 @@ class Limiter:
         if not spec.limited:
             return
         now = time.time()
-        out_tokens = min(req.max_tokens or self.reserve_output, self.reserve_output)
-        in_tokens = estimate_tokens(req) if (spec.tpm is not None or spec.budget_usd is not None) else 0
+        out_tokens = (
+            min(req.max_tokens or self.reserve_output, self.reserve_output) if output_tokens is None else output_tokens
+        )
+        if input_tokens is not None:
+            in_tokens = input_tokens
+        else:
+            in_tokens = estimate_tokens(req) if (spec.tpm is not None or spec.budget_usd is not None) else 0
         cost = max((p.estimate_nano(in_tokens, out_tokens) for p in target_prices if p is not None), default=0)
         period, _, period_end = ("", None, None)
         if spec.budget_usd is not None:

@@ -60,6 +60,7 @@ class Price:
     cache_write: Rate
     reasoning: Rate
     source: str  # "config:<glob>" or "genai-prices:<provider>/<model>": shown by the admin API
+    has_output: bool = True  # False: an input-only entry (an embedding model); output tokens have no price
 
     def cost_nano(
         self,
@@ -103,7 +104,7 @@ def _flat(value: float) -> Rate:
 
 
 def price_from_settings(glob: str, p: PriceSettings) -> Price:
-    output = _flat(p.output)
+    output = _flat(p.output if p.output is not None else 0.0)
     return Price(
         _flat(p.input),
         output,
@@ -111,6 +112,7 @@ def price_from_settings(glob: str, p: PriceSettings) -> Price:
         _flat(p.cache_write if p.cache_write is not None else p.input),
         _flat(p.reasoning) if p.reasoning is not None else output,
         f"config:{glob}",
+        has_output=p.output is not None,
     )
 
 

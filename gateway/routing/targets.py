@@ -170,7 +170,7 @@ class Routing:
         return Plan(ordered, recovery, session, pinned)
 
     async def admit(
-        self, resolved: Resolved, target: Target, req: ChatRequest, plan: Plan | None = None
+        self, resolved: Resolved, target: Target, req: ChatRequest, plan: Plan | None = None, tokens: int | None = None
     ) -> Hold | bool:
         """Hold one request of the target's rpm and the request's reserved tokens of its tpm: the
         hold to settle in ``ended`` (True: the target has no limits, nothing held), or False when
@@ -179,13 +179,18 @@ class Routing:
         ``Retry-After`` when every target is at a limit)."""
         if target.rpm is None and target.tpm is None:
             return True
-        tokens = 0
-        if target.tpm is not None:
+        if target.tpm is None:
+            tokens = 0
+        else:
             # at most the whole tpm: a reservation larger than a minute's allowance still goes to an
             # idle target (else a target with a small tpm would never be used), and fills it
-            tokens = min(
-                estimate_tokens(req) + min(req.max_tokens or self.reserve_output, self.reserve_output), target.tpm
+            # (``tokens``: the caller's own reservation, an embeddings request's input estimate)
+            wanted = (
+                estimate_tokens(req) + min(req.max_tokens or self.reserve_output, self.reserve_output)
+                if tokens is None
+                else tokens
             )
+            tokens = min(wanted, target.tpm)
         self._leases += 1
         ask = Ask(
             "@" + target.key,

@@ -79,6 +79,12 @@ class ModelActionEndpoint:
             meta = RequestMeta(path_model=model, query=query, headers=headers_dict(scope), stream=action.stream)
             await self.relay.serve(self.dialect, scope, receive, send, meta)
             return
+        if action is not None and action.kind == "embed":
+            from gateway.endpoints.embeddings import serve_gemini
+
+            meta = RequestMeta(path_model=model, query=query, headers=headers_dict(scope))
+            await serve_gemini(self.relay.state, name, scope, receive, send, meta)
+            return
         if action is not None:
             from gateway.endpoints.count_tokens import serve_count
 
@@ -100,6 +106,7 @@ class ModelActionEndpoint:
 def dialect_routes(state: GatewayState, relay: Relay) -> list[Route]:
     """Every caller dialect's paths, as its codec declares them (``Codec.routes``)."""
     from gateway.endpoints.count_tokens import CountEndpoint
+    from gateway.endpoints.embeddings import EmbedEndpoint
     from gateway.endpoints.stored import StoredEndpoint
 
     routes = []
@@ -112,6 +119,8 @@ def dialect_routes(state: GatewayState, relay: Relay) -> list[Route]:
                 endpoint = CountEndpoint(state, dialect)
             elif r.kind == "stored":
                 endpoint = StoredEndpoint(state, dialect)
+            elif r.kind == "embed":
+                endpoint = EmbedEndpoint(state, dialect)
             else:
                 endpoint = ModelActionEndpoint(relay, dialect, r.actions)
             routes.append(Route(r.path, endpoint, methods=list(r.methods)))

@@ -79,6 +79,8 @@ class AccessRecord:
         None  # what the request holds in the store's limits until settled (gateway/governance/limits.py)
     )
     response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
+    kind: str = "chat"  # what was asked: "chat" (a model call), "embeddings" (gateway/relay/embeddings.py)
+    usage_estimated: bool = False  # input_tokens is the gateway's estimate: the upstream reported none
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:

@@ -370,6 +370,26 @@ class RequestTrace:
         self.attempts.append(span)
         return span
 
+    def embeddings_attempt(self, provider: Provider, target: Target, fallback: int, dimensions: int | None) -> _Span:
+        """A CLIENT span ``embeddings {model}`` for one embeddings attempt (gateway/relay/embeddings.py);
+        it ends as a chat attempt's does (``attempt_failed`` / ``attempt_opened`` then ``finish``)."""
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "embeddings",
+            **self.tel.provider(provider),
+            "gen_ai.request.model": target.upstream_model,
+        }
+        self.attempt_attrs = dict(attrs)
+        attrs["gateway.provider"] = provider.name
+        attrs["gateway.attempt"] = len(self.attempts) + 1
+        attrs["gateway.fallback"] = fallback
+        if dimensions is not None:
+            attrs["gen_ai.embeddings.dimension.count"] = dimensions
+        self.streamed = False
+        self.attempt_started = time.perf_counter()
+        span = _Span(f"embeddings {target.upstream_model}", attrs)
+        self.attempts.append(span)
+        return span
+
     def attempt_failed(self, span: _Span, err: GatewayError | None, kind: str = "") -> None:
         """End a failed attempt's span: ``error.type`` is the gateway's error kind (low cardinality),
         never the provider's message (it may quote a key)."""

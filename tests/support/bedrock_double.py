@@ -162,6 +162,8 @@ class BedrockDouble:
     seen: list[Seen] = field(default_factory=list)
     hits: dict[str, int] = field(default_factory=dict)
     converse_handler: Callable[[dict[str, Any], str, bool, Send], Awaitable[None]] | None = None
+    # InvokeModel of a model other than Claude (embedding models: tests/support/embed_double.py)
+    invoke_handler: Callable[[dict[str, Any], str, Send], Awaitable[None]] | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -231,6 +233,9 @@ class BedrockDouble:
                 {"message": "The provided Accept Type is invalid or not supported for this model"},
                 "ValidationException",
             )
+            return
+        if self.invoke_handler is not None and action == "invoke" and "claude" not in model:
+            await self.invoke_handler(parsed, model, send)
             return
         await self._invoke(model, action == "invoke-with-response-stream", send)
 

@@ -14,6 +14,8 @@ ACTIONS = (
     ModelAction("generateContent", stream=False),
     ModelAction("streamGenerateContent", stream=True),
     ModelAction("countTokens", "count"),
+    ModelAction("embedContent", "embed"),  # the wire: embeddings.py
+    ModelAction("batchEmbedContents", "embed"),
 )
 # the SDKs use v1beta; google-genai without an explicit api_version asks for v1
 ROUTES = tuple(

@@ -11,6 +11,8 @@ from gateway.dialects.base import CallerRoute
 ROUTES = (
     CallerRoute("/v1/chat/completions"),
     CallerRoute("/chat/completions"),
+    CallerRoute("/v1/embeddings", "embed"),  # the wire: embeddings.py
+    CallerRoute("/embeddings", "embed"),
 )
 
 

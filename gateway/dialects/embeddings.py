@@ -1,0 +1,159 @@
+"""Embeddings: the small IR every embedding wire format reads and writes, and which wire an upstream speaks.
+
+One mechanism, N callers + M upstreams, no pair translators: a caller's parser
+(``openai_chat/embeddings.py``, ``gemini/embeddings.py``) makes an ``EmbedRequest``; the relay
+(gateway/relay/embeddings.py) cuts its inputs into parts of the upstream wire's per-call limit and
+asks the wire (``EmbedWire``, found by ``embedding_wires.wire_for``) for one ``UpstreamCall`` per part; the wire decodes each answer into
+an ``EmbedResult``; the caller's encoder renders the reassembled result.
+
+Task types are Gemini's vocabulary (``RETRIEVAL_QUERY`` …: the richest of the wire formats); each
+wire maps them to its own (Cohere's ``input_type``) or leaves them out (OpenAI has none).
+
+A vector is a ``list[float]``, or a ``str`` — the base64 of its little-endian float32 bytes, as
+OpenAI's ``encoding_format: "base64"`` carries it. A base64 vector from an upstream that agrees
+with the caller's encoding is passed through as the string it came as, never decoded to floats.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from gateway.dialects.base import UpstreamCall
+from gateway.errors import GatewayError
+
+Vector = list[float] | str
+Encoding = Literal["float", "base64"]
+
+# Gemini's EmbedContentRequest.taskType values (ai.google.dev/api/embeddings#tasktype)
+TASK_TYPES = frozenset(
+    {
+        "TASK_TYPE_UNSPECIFIED",
+        "RETRIEVAL_QUERY",
+        "RETRIEVAL_DOCUMENT",
+        "SEMANTIC_SIMILARITY",
+        "CLASSIFICATION",
+        "CLUSTERING",
+        "QUESTION_ANSWERING",
+        "FACT_VERIFICATION",
+        "CODE_RETRIEVAL_QUERY",
+    }
+)
+
+
+@dataclass(slots=True)
+class EmbedRequest:
+    """What to embed, whoever asked. ``inputs``: texts, or token arrays when ``tokens`` (OpenAI
+    callers may send token ids; only upstreams whose wire ``takes_tokens`` accept them)."""
+
+    model: str
+    inputs: list[str] | list[list[int]]
+    tokens: bool = False
+    dimensions: int | None = None
+    task_type: str | None = None  # Gemini's vocabulary; None: the upstream's default
+    titles: list[str | None] | None = None  # per input (Gemini's ``title``, for RETRIEVAL_DOCUMENT)
+    encoding: Encoding = "float"  # what the caller wants its vectors as
+    user: str | None = None
+    dialect: str = ""  # the caller's
+
+
+@dataclass(slots=True)
+class EmbedResult:
+    """One upstream answer (or the reassembled parts): vectors in input order, the input tokens the
+    upstream reported (None: it reported none: the relay estimates and says so)."""
+
+    vectors: list[Vector]
+    input_tokens: int | None = None
+    model: str | None = None  # the model the upstream says answered
+
+
+@dataclass(slots=True)
+class EmbedPart:
+    """The slice of a request's inputs one upstream call carries."""
+
+    inputs: list[str] | list[list[int]]
+    titles: list[str | None] | None = None
+    start: int = 0  # where in the request's inputs it begins
+
+
+@dataclass(slots=True)
+class Answer:
+    """An upstream's HTTP answer to one part, as the wire decodes it."""
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class EmbedWire(Protocol):
+    """One upstream embedding wire format (OpenAI's ``/embeddings``, Gemini's
+    ``batchEmbedContents``, Vertex's ``:predict``, Bedrock Titan's and Cohere's InvokeModel bodies)."""
+
+    name: str
+    takes_tokens: bool  # token-id arrays as input (OpenAI); else text only
+
+    def max_batch(self, model: str) -> int:
+        """Inputs one call may carry (the relay splits larger requests)."""
+        ...
+
+    def max_dimensions(self, model: str) -> int | None:
+        """The model's largest output size when known (a larger ``dimensions`` is refused); None: unknown."""
+        ...
+
+    def supports_dimensions(self, model: str) -> bool: ...
+
+    def build(self, req: EmbedRequest, part: EmbedPart, model: str, settings: Any) -> UpstreamCall:
+        """The call for one part, complete: path, query and body as the platform wants them."""
+        ...
+
+    def decode(self, answer: Answer, part: EmbedPart, req: EmbedRequest) -> EmbedResult:
+        """The part's vectors, in order; ``GatewayError`` (bad_gateway) for an answer not of this shape."""
+        ...
+
+
+# -- vectors ---------------------------------------------------------------------------------
+
+_LITTLE = sys.byteorder == "little"
+
+
+def to_base64(vector: Vector) -> str:
+    """A vector as OpenAI's base64: little-endian float32 bytes."""
+    if isinstance(vector, str):
+        return vector
+    packed = array("f", vector)
+    if not _LITTLE:
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
+
+
+def to_floats(vector: Vector) -> list[float]:
+    if not isinstance(vector, str):
+        return vector
+    packed = array("f")
+    packed.frombytes(base64.b64decode(vector))
+    if not _LITTLE:
+        packed.byteswap()
+    return packed.tolist()
+
+
+def as_encoding(vectors: Sequence[Vector], encoding: Encoding) -> list[Vector]:
+    """``vectors`` as the caller asked for them; those already so stay the same objects."""
+    convert = to_base64 if encoding == "base64" else to_floats
+    return [convert(v) for v in vectors]
+
+
+def bad_answer(wire: str, why: str) -> GatewayError:
+    """An upstream 2xx answer that is not its wire's shape: a 502 that says which and why."""
+    return GatewayError("bad_gateway", f"the upstream's {wire} embeddings answer is not valid: {why}", 502)
+
+
+def float_vector(value: Any, wire: str) -> list[float]:
+    """A JSON array of numbers (its first item checked: a per-number check would cost more than the
+    whole relay of a 1,536-dimension vector)."""
+    if not isinstance(value, list) or not value or type(value[0]) not in (float, int):
+        raise bad_answer(wire, "a vector is not a non-empty array of numbers")
+    return value

@@ -1,0 +1,440 @@
+"""The pipeline of one embeddings request, from the caller's bytes to the caller's bytes.
+
+parse (the caller's wire, gateway/dialects/<d>/embeddings.py) → route (the same ``[[routes]]`` as
+chat) → the key's limits (tpm: the input estimate, no output) → for each target in turn: its
+wire (``dialects.embeddings.wire_for``), the inputs cut into parts of the wire's per-call limit,
+the parts sent concurrently (at most ``PARTS_IN_FLIGHT`` at once), reassembled in input order →
+the caller's answer. One mechanism for every caller × upstream pair, no pair translators.
+
+Failures, as for chat (gateway/relay/attempts.py): a 429, 5xx, timeout or unreachable upstream is
+retried with jittered backoff (``max_retries``, ``Retry-After`` honoured) — only the parts not yet
+answered are sent again — then the route's next target (a fallback, or another of a pool's
+targets, with cooldowns and rpm/tpm as routing.py keeps them) embeds the whole request again,
+since vectors of different models must never be mixed. A part that finally fails fails the
+request with that part's error in the caller's dialect; no partial answer is ever sent. Anything
+the request asks that a target cannot carry (token arrays to a text-only API, ``dimensions`` for a
+fixed-size model or above the model's size) is refused before anything is sent to it.
+
+The access log line is ``"kind": "embeddings"`` with the input tokens the upstream reported, or,
+where it reports none (the Gemini API), the gateway's estimate with ``usage_estimated: true``;
+the ledger prices it like chat (input tokens only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from gateway.asgi import ClientGone, Receive, Scope, Send, header, parse_json_object, read_body, run_until_disconnect
+from gateway.dialects.base import RequestMeta
+from gateway.dialects.embedding_wires import wire_for
+from gateway.dialects.embeddings import Answer, EmbedPart, EmbedRequest, EmbedResult, EmbedWire, Vector
+from gateway.dialects.registry import codec_for
+from gateway.errors import GatewayError
+from gateway.events import Usage
+from gateway.http import client as http_client
+from gateway.ir import ChatRequest
+from gateway.relay.attempts import RETRYABLE
+from gateway.relay.attempts import _retry_after as retry_after_of
+from gateway.routing.router import Resolved, Target
+from gateway.telemetry.observe import AccessRecord, request_id_for
+from gateway.token_estimate import estimate_text_tokens
+
+if TYPE_CHECKING:
+    from gateway.relay.state import GatewayState
+    from gateway.telemetry.traces import RequestTrace
+    from gateway.upstream.providers import Provider
+
+log = logging.getLogger("gateway.embeddings")
+
+PARTS_IN_FLIGHT = 8  # concurrent upstream calls of one request (a 1,000-input Titan request: 8 at a time)
+MAX_ANSWER_BYTES = 512 << 20  # 2,048 × 3,072 floats as JSON is ~130 MB; more is not an embeddings answer
+
+Parse = Callable[[dict[str, Any]], EmbedRequest]
+Encode = Callable[[EmbedResult, EmbedRequest], bytes]
+Headers = list[tuple[bytes, bytes]]
+
+
+def estimate_input_tokens(req: EmbedRequest) -> int:
+    """Token ids count themselves; text is the gateway's estimate (gateway/token_estimate.py)."""
+    if req.tokens:
+        return sum(len(t) for t in req.inputs)
+    return estimate_text_tokens(req.inputs)  # type: ignore[arg-type]
+
+
+def cannot_carry(req: EmbedRequest, wire: EmbedWire | None, provider: Provider, model: str) -> GatewayError | None:
+    """Why ``provider`` cannot embed ``req`` with ``model`` (nothing is sent to it), or None."""
+    if wire is None:
+        where = f"platform {provider.settings.platform}" if provider.settings.platform else "its API"
+        return GatewayError(
+            "invalid_request",
+            f"provider {provider.name!r} ({provider.dialect} on {where}) has no embeddings API for model {model!r}",
+            400,
+            param="model",
+        )
+    if req.tokens and not wire.takes_tokens:
+        return GatewayError(
+            "invalid_request",
+            f"input: the upstream of {req.model!r} ({wire.name}) embeds text only, not token arrays: send strings",
+            400,
+            param="input",
+        )
+    if req.dimensions is not None:
+        if not wire.supports_dimensions(model):
+            return GatewayError(
+                "invalid_request",
+                f"dimensions: model {model!r} has a fixed output size; leave dimensions out",
+                400,
+                param="dimensions",
+            )
+        largest = wire.max_dimensions(model)
+        if largest is not None and req.dimensions > largest:
+            return GatewayError(
+                "invalid_request",
+                f"dimensions: model {model!r} has at most {largest}, got {req.dimensions}",
+                400,
+                param="dimensions",
+            )
+    return None
+
+
+def parts_of(req: EmbedRequest, size: int) -> list[EmbedPart]:
+    inputs, titles = req.inputs, req.titles
+    if len(inputs) <= size:
+        return [EmbedPart(inputs, titles, 0)]
+    return [
+        EmbedPart(inputs[i : i + size], titles[i : i + size] if titles else None, i)
+        for i in range(0, len(inputs), size)
+    ]
+
+
+class EmbedRelay:
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+
+    async def serve(
+        self, dialect: str, scope: Scope, receive: Receive, send: Send, meta: RequestMeta, parse: Parse, encode: Encode
+    ) -> None:
+        state = self.state
+        request_id = request_id_for(scope)
+        headers: Headers = [(b"x-request-id", request_id.encode())]
+        record = AccessRecord(request_id, dialect, scope["path"])
+        record.kind, record.stream = "embeddings", False
+        telemetry = state.telemetry
+        trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
+        try:
+            try:
+                spec = state.auth.authenticate(scope, meta.query)
+                if spec is not None:
+                    record.key = spec.name
+                body = await read_body(scope, receive, state.settings.server.max_body_bytes)
+                req = parse(parse_json_object(scope, body, state.settings.server.max_json_depth))
+                req.dialect = dialect
+                record.model = req.model
+                resolved = state.router.resolve(req.model)
+                record.route = resolved.route
+                if trace is not None:
+                    attrs = trace.span.attributes
+                    attrs["gateway.request.model"], attrs["gateway.route"] = req.model, resolved.route
+                estimate = estimate_input_tokens(req)
+                who = ChatRequest(model=req.model, user=req.user, session=header(scope, b"x-session-id"))
+                if spec is not None:
+                    await state.limiter.admit(
+                        spec, who, resolved, record, dialect, headers, input_tokens=estimate, output_tokens=0
+                    )
+            except ClientGone:
+                record.status, record.error_kind = 499, "client_gone"
+                return
+            except GatewayError as err:
+                await self._send_error(send, dialect, record, err, headers)
+                return
+            run = _Run(state, req, resolved, record, trace, who, estimate)
+
+            async def work() -> None:
+                try:
+                    result = await run.embed()
+                except GatewayError as err:
+                    await self._send_error(send, dialect, record, err, headers)
+                    return
+                if result.input_tokens is None:
+                    result.input_tokens, record.usage_estimated = estimate, True
+                record.input_tokens = result.input_tokens
+                payload = encode(result, req)
+                record.first_byte()
+                record.response_started = True
+                await _send_bytes(send, 200, payload, headers)
+                record.response_done = True
+
+            if not await run_until_disconnect(work(), receive) and not record.response_done:
+                record.status, record.error_kind = 499, record.error_kind or "client_gone"
+        except Exception as exc:  # a bug: still an answer in the caller's dialect
+            log.exception("embeddings request %s failed inside the gateway", request_id)
+            if not record.response_started:
+                failure = GatewayError(
+                    "api_error", f"internal gateway error ({type(exc).__name__}); the request id is {request_id}", 500
+                )
+                await self._send_error(send, dialect, record, failure, headers)
+        finally:
+            state.observer.finish(record)
+            if state.console is not None:
+                state.console.note(record)
+            if trace is not None:
+                trace.finish(record)
+
+    @staticmethod
+    async def _send_error(send: Send, dialect: str, record: AccessRecord, err: GatewayError, headers: Headers) -> None:
+        status, body = codec_for(dialect).render_error(err)
+        record.status, record.error_kind = status, err.kind
+        record.first_byte()
+        record.response_started = True
+        if (
+            err.retry_after is not None
+            and status in (429, 503, 529)
+            and not any(name == b"retry-after" for name, _ in headers)
+        ):
+            headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
+        await _send_bytes(send, status, orjson.dumps(body), headers)
+
+
+async def _send_bytes(send: Send, status: int, payload: bytes, headers: Headers) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class _Run:
+    """One request's way through its route's targets."""
+
+    def __init__(
+        self,
+        state: GatewayState,
+        req: EmbedRequest,
+        resolved: Resolved,
+        record: AccessRecord,
+        trace: RequestTrace | None,
+        who: ChatRequest,
+        estimate: int,
+    ) -> None:
+        self.state, self.req, self.resolved, self.record, self.trace = state, req, resolved, record, trace
+        self.who, self.estimate = who, estimate
+        self.refused: GatewayError | None = None  # the first target that could not carry the request
+        self.last: GatewayError | None = None  # the last upstream failure
+
+    async def embed(self) -> EmbedResult:
+        resolved = self.resolved
+        if resolved.balanced:
+            found = await self._balanced()
+            if found is not None:
+                return found
+            fallbacks = list(enumerate(resolved.targets[resolved.pool :], 1))
+        else:
+            fallbacks = list(enumerate(resolved.targets))
+        for number, target in fallbacks:
+            outcome = await self._target(target, number)
+            if isinstance(outcome, EmbedResult):
+                return outcome
+        final = self.last or self.refused
+        if final is None:
+            final = GatewayError("rate_limit", f"every target of {resolved.route!r} is cooling down or at its limits")
+        raise final
+
+    async def _balanced(self) -> EmbedResult | None:
+        """A pool: each healthy target once in the strategy's order (routing.py), the last one with
+        its provider's retries; a failure cools the target."""
+        routing, resolved = self.state.routing, self.resolved
+        plan = await routing.plan(self.who, resolved, set())
+        for number, target in enumerate(plan.candidates):
+            hold = await routing.admit(resolved, target, self.who, plan, tokens=self.estimate)
+            if hold is False:
+                continue
+            await routing.started(resolved, target)
+            tries = 1 if number + 1 < len(plan.candidates) else None
+            began = time.perf_counter()
+            try:
+                outcome = await self._target(target, 0, tries)
+            except BaseException:
+                await routing.ended(resolved, target, None, hold)
+                raise
+            if isinstance(outcome, EmbedResult):
+                await routing.served(resolved, target, plan, time.perf_counter() - began)
+                await routing.ended(resolved, target, Usage(input=outcome.input_tokens or self.estimate), hold)
+                return outcome
+            await routing.ended(resolved, target, None, hold)
+            if outcome is not None:
+                await routing.failed(resolved, target, outcome.kind, outcome.retry_after)
+        if self.last is None and self.refused is None:
+            wait = plan.recovery if plan.recovery is not None else plan.limited
+            if wait is not None:
+                self.last = GatewayError(
+                    "rate_limit",
+                    f"every target of {resolved.route!r} is cooling down or at its rpm/tpm limit; retry in {max(1, math.ceil(wait))}s",
+                    retry_after=wait,
+                )
+        return None
+
+    async def _target(
+        self, target: Target, fallback: int, tries: int | None = None
+    ) -> EmbedResult | GatewayError | None:
+        """One target with its provider's retries: the result, the last retryable error, or None
+        when it cannot carry the request (nothing sent). A non-retryable error is raised."""
+        req, record, trace = self.req, self.record, self.trace
+        provider = self.state.providers[target.provider]
+        model = target.upstream_model
+        wire = wire_for(provider.settings, model)
+        refusal = cannot_carry(req, wire, provider, model)
+        if refusal is not None or wire is None:
+            record.attempts.append(
+                {"provider": provider.name, "upstream_model": model, "status": 400, "error": "cannot_carry", "ms": 0.0}
+            )
+            self.refused = self.refused or refusal
+            return None
+        settings = provider.settings
+        tries = settings.max_retries + 1 if tries is None else tries
+        parts = parts_of(req, wire.max_batch(model))
+        results: list[EmbedResult | None] = [None] * len(parts)
+        last: GatewayError | None = None
+        for number in range(tries):
+            started = time.perf_counter()
+            attempt: dict[str, Any] = {"provider": provider.name, "upstream_model": model, "status": 200, "error": None}
+            record.attempts.append(attempt)
+            span = trace.embeddings_attempt(provider, target, fallback, req.dimensions) if trace is not None else None
+            try:
+                await self._parts(provider, wire, model, parts, results)
+            except GatewayError as err:
+                attempt["status"], attempt["error"] = err.status, err.kind
+                attempt["ms"] = round((time.perf_counter() - started) * 1000, 2)
+                if trace is not None and span is not None:
+                    trace.attempt_failed(span, err)
+                last = self.last = err
+                if err.kind not in RETRYABLE:
+                    raise
+                delay = settings.retry_backoff * (2**number) * (0.5 + random.random())
+                if err.retry_after is not None:
+                    if err.retry_after > settings.max_retry_after:
+                        break
+                    delay = max(delay, err.retry_after)
+                if number + 1 < tries:
+                    log.info("retrying %s embeddings after %s (%.2fs)", provider.name, err.kind, delay)
+                    await asyncio.sleep(delay)
+                continue
+            except BaseException as exc:
+                if trace is not None and span is not None:
+                    trace.attempt_failed(
+                        span, None, "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
+                    )
+                raise
+            attempt["ms"] = round((time.perf_counter() - started) * 1000, 2)
+            if trace is not None and span is not None:
+                trace.attempt_opened(span, [])
+            record.provider, record.upstream_dialect, record.upstream_model = provider.name, provider.dialect, model
+            return _assemble(results)
+        return last
+
+    async def _parts(
+        self, provider: Provider, wire: EmbedWire, model: str, parts: list[EmbedPart], results: list[EmbedResult | None]
+    ) -> None:
+        """Send the parts not answered yet, ``PARTS_IN_FLIGHT`` at a time; the first failure cancels
+        the rest (what they had answered stays in ``results`` for the retry) and is raised."""
+        pending = [i for i, r in enumerate(results) if r is None]
+        if len(pending) == 1:  # the usual request: no task, no semaphore
+            i = pending[0]
+            results[i] = await self._call(provider, wire, model, parts[i])
+            return
+        gate = asyncio.Semaphore(PARTS_IN_FLIGHT)
+
+        async def one(i: int) -> None:
+            async with gate:
+                results[i] = await self._call(provider, wire, model, parts[i])
+
+        tasks = [asyncio.create_task(one(i)) for i in pending]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None)
+            if failed is not None:
+                exc = failed.exception()
+                assert exc is not None
+                raise exc
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _call(self, provider: Provider, wire: EmbedWire, model: str, part: EmbedPart) -> EmbedResult:
+        """One upstream call for one part: its vectors, or the upstream's error as a ``GatewayError``."""
+        settings = provider.settings
+        call = wire.build(self.req, part, model, settings)
+        try:
+            async with asyncio.timeout(settings.first_byte_timeout):
+                try:
+                    response = await provider.send(call)
+                except http_client.TimeoutException as exc:
+                    raise GatewayError(
+                        "timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504
+                    ) from None
+                except http_client.HTTPError as exc:
+                    raise GatewayError(
+                        "bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502
+                    ) from None
+                try:
+                    status = response.status_code
+                    if 300 <= status < 400:
+                        raise GatewayError(
+                            "bad_gateway",
+                            f"upstream {provider.name} redirected (HTTP {status}): check its base_url",
+                            502,
+                        )
+                    if status >= 400 or status < 200:
+                        raise self._error(provider, response, await http_client.read_at_most(response, 1 << 20))
+                    data = await http_client.read_at_most(response, MAX_ANSWER_BYTES)
+                finally:
+                    await provider.close_response(response)
+        except TimeoutError:
+            raise GatewayError(
+                "timeout", f"upstream {provider.name} did not answer within {settings.first_byte_timeout:g}s", 504
+            ) from None
+        return wire.decode(Answer(status, data, response.headers), part, self.req)
+
+    @staticmethod
+    def _error(provider: Provider, response: http_client.Response, body: bytes) -> GatewayError:
+        status = response.status_code
+        err = provider.platform.decode_error(status, response.headers, body) or codec_for(
+            provider.dialect
+        ).decode_error(status, body)
+        err.retry_after = retry_after_of(response) or err.retry_after
+        if status in (401, 403):
+            return GatewayError(
+                "bad_gateway", f"upstream {provider.name} rejected the gateway's credentials: {err.message}", 502
+            )
+        return err
+
+
+def _assemble(results: list[EmbedResult | None]) -> EmbedResult:
+    """The parts' vectors in input order, their usage summed (unknown if any part reported none)."""
+    if len(results) == 1:
+        only = results[0]
+        assert only is not None
+        return only
+    vectors: list[Vector] = []
+    tokens: int | None = 0
+    for part in results:
+        assert part is not None
+        vectors += part.vectors
+        tokens = None if tokens is None or part.input_tokens is None else tokens + part.input_tokens
+    return EmbedResult(vectors, tokens)
