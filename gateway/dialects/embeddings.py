@@ -9,9 +9,12 @@ an ``EmbedResult``; the caller's encoder renders the reassembled result.
 Task types are Gemini's vocabulary (``RETRIEVAL_QUERY`` …: the richest of the wire formats); each
 wire maps them to its own (Cohere's ``input_type``) or leaves them out (OpenAI has none).
 
-A vector is a ``list[float]``, or a ``str`` — the base64 of its little-endian float32 bytes, as
-OpenAI's ``encoding_format: "base64"`` carries it. A base64 vector from an upstream that agrees
-with the caller's encoding is passed through as the string it came as, never decoded to floats.
+A vector is a ``list[float]``, a ``str`` — the base64 of its little-endian float32 bytes, as
+OpenAI's ``encoding_format: "base64"`` carries it — or a ``RawFloats``: the JSON array exactly as
+the upstream sent it. Neither of the last two is ever turned into Python floats when the caller
+wants the same encoding: a base64 vector is passed on as the string it came as, a float array as
+its bytes (``orjson.Fragment``) — parsing 1,536 floats and writing them again would cost more than
+the rest of the request (bench/README.md "Embeddings").
 """
 
 from __future__ import annotations
@@ -19,14 +22,33 @@ from __future__ import annotations
 import base64
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+import orjson
 
 from gateway.dialects.base import UpstreamCall
 from gateway.errors import GatewayError
 
-Vector = list[float] | str
+
+class RawFloats:
+    """A JSON array of numbers as the upstream wrote it (``cut_float_arrays``), checked to hold
+    only number characters. (Not a ``bytes`` subclass: orjson takes only exact ``bytes``.)"""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RawFloats) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+
+Vector = list[float] | str | RawFloats
 Encoding = Literal["float", "base64"]
 
 # Gemini's EmbedContentRequest.taskType values (ai.google.dev/api/embeddings#tasktype)
@@ -124,13 +146,16 @@ def to_base64(vector: Vector) -> str:
     """A vector as OpenAI's base64: little-endian float32 bytes."""
     if isinstance(vector, str):
         return vector
-    packed = array("f", vector)
+    packed = array("f", orjson.loads(vector.raw) if isinstance(vector, RawFloats) else vector)
     if not _LITTLE:
         packed.byteswap()
     return base64.b64encode(packed.tobytes()).decode("ascii")
 
 
 def to_floats(vector: Vector) -> list[float]:
+    if isinstance(vector, RawFloats):
+        floats: list[float] = orjson.loads(vector.raw)
+        return floats
     if not isinstance(vector, str):
         return vector
     packed = array("f")
@@ -140,10 +165,47 @@ def to_floats(vector: Vector) -> list[float]:
     return packed.tolist()
 
 
-def as_encoding(vectors: Sequence[Vector], encoding: Encoding) -> list[Vector]:
-    """``vectors`` as the caller asked for them; those already so stay the same objects."""
-    convert = to_base64 if encoding == "base64" else to_floats
-    return [convert(v) for v in vectors]
+def as_encoding(vectors: Sequence[Vector], encoding: Encoding) -> list[Any]:
+    """``vectors`` as the caller asked for them, ready for ``orjson.dumps``: a base64 string as it
+    came, a ``RawFloats`` as its own bytes (an ``orjson.Fragment``), the others converted."""
+    if encoding == "base64":
+        return [to_base64(v) for v in vectors]
+    return [orjson.Fragment(v.raw) if isinstance(v, RawFloats) else to_floats(v) for v in vectors]
+
+
+_NUMBER_BYTES = b"0123456789.eE+-, \t\r\n"
+
+
+def cut_float_arrays(body: bytes, key: bytes) -> tuple[bytes, list[RawFloats]]:
+    """``body`` with every ``"<key>": [numbers]`` array replaced by ``0``, and those arrays'
+    bytes, in order: the JSON parser then reads the small rest, never a float. ``"<key>"``
+    followed by a colon is a key (a string value is followed by ``,`` ``}`` or ``]``; a quote
+    inside a string is escaped). An array holding anything but number characters, or a value that
+    is not an array, is left in the body for the parser (and the wire's checks)."""
+    needle = b'"' + key + b'"'
+    arrays: list[RawFloats] = []
+    pieces: list[bytes] = []
+    copied = search = 0
+    find = body.find
+    while True:
+        at = find(needle, search)
+        if at < 0:
+            break
+        search = after = at + len(needle)
+        start = find(b"[", after)
+        end = find(b"]", start) if start >= 0 else -1
+        if end < 0 or body[after:start].strip(b" \t\r\n") != b":":
+            continue
+        inner = body[start + 1 : end]
+        if inner.translate(None, _NUMBER_BYTES) or not inner.strip():
+            continue
+        pieces += (body[copied:start], b"0")
+        arrays.append(RawFloats(body[start : end + 1]))
+        copied = search = end + 1
+    if not arrays:
+        return body, arrays
+    pieces.append(body[copied:])
+    return b"".join(pieces), arrays
 
 
 def bad_answer(wire: str, why: str) -> GatewayError:
@@ -151,9 +213,15 @@ def bad_answer(wire: str, why: str) -> GatewayError:
     return GatewayError("bad_gateway", f"the upstream's {wire} embeddings answer is not valid: {why}", 502)
 
 
-def float_vector(value: Any, wire: str) -> list[float]:
-    """A JSON array of numbers (its first item checked: a per-number check would cost more than the
-    whole relay of a 1,536-dimension vector)."""
+def float_vector(value: Any, wire: str, raw: Iterator[RawFloats] | None = None) -> Vector:
+    """A vector of a parsed answer: a ``0`` put in by ``cut_float_arrays`` is the next of its
+    ``raw`` arrays; else a JSON array of numbers (its first item checked: a per-number check
+    would cost more than the whole relay of a 1,536-dimension vector)."""
+    if value == 0 and type(value) is int and raw is not None:
+        found = next(raw, None)
+        if found is not None:
+            return found
     if not isinstance(value, list) or not value or type(value[0]) not in (float, int):
         raise bad_answer(wire, "a vector is not a non-empty array of numbers")
-    return value
+    floats: list[float] = value
+    return floats

@@ -14,7 +14,15 @@ import orjson
 from gateway.dialects.base import UpstreamCall
 from gateway.dialects.bedrock_embed import header_tokens
 from gateway.dialects.cloud import bedrock_model_path
-from gateway.dialects.embeddings import Answer, EmbedPart, EmbedRequest, EmbedResult, bad_answer, float_vector
+from gateway.dialects.embeddings import (
+    Answer,
+    EmbedPart,
+    EmbedRequest,
+    EmbedResult,
+    bad_answer,
+    cut_float_arrays,
+    float_vector,
+)
 from gateway.errors import GatewayError
 
 
@@ -45,8 +53,9 @@ class TitanWire:
 
     def decode(self, answer: Answer, part: EmbedPart, req: EmbedRequest) -> EmbedResult:
         try:
-            obj = orjson.loads(answer.body)
-            vector = float_vector(obj["embedding"], self.name)
+            body, arrays = cut_float_arrays(answer.body, b"embedding")  # floats stay bytes
+            obj = orjson.loads(body)
+            vector = float_vector(obj["embedding"], self.name, iter(arrays))
         except GatewayError:
             raise
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:

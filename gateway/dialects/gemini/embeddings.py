@@ -28,6 +28,7 @@ from gateway.dialects.embeddings import (
     Vector,
     as_encoding,
     bad_answer,
+    cut_float_arrays,
     float_vector,
 )
 from gateway.errors import GatewayError
@@ -141,8 +142,10 @@ class GeminiWire:
 
     def decode(self, answer: Answer, part: EmbedPart, req: EmbedRequest) -> EmbedResult:
         try:
-            obj = orjson.loads(answer.body)
-            vectors: list[Vector] = [float_vector(e["values"], self.name) for e in obj["embeddings"]]
+            body, arrays = cut_float_arrays(answer.body, b"values")  # floats stay bytes
+            raw = iter(arrays)
+            obj = orjson.loads(body)
+            vectors: list[Vector] = [float_vector(e["values"], self.name, raw) for e in obj["embeddings"]]
         except GatewayError:
             raise
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:

@@ -24,6 +24,7 @@ from gateway.dialects.embeddings import (
     EmbedResult,
     Vector,
     bad_answer,
+    cut_float_arrays,
     float_vector,
 )
 from gateway.errors import GatewayError
@@ -69,11 +70,13 @@ class VertexWire:
         tokens = 0
         counted = True
         try:
-            obj = orjson.loads(answer.body)
+            body, arrays = cut_float_arrays(answer.body, b"values")  # floats stay bytes
+            raw = iter(arrays)
+            obj = orjson.loads(body)
             vectors: list[Vector] = []
             for prediction in obj["predictions"]:
                 embeddings = prediction["embeddings"]
-                vectors.append(float_vector(embeddings["values"], self.name))
+                vectors.append(float_vector(embeddings["values"], self.name, raw))
                 count = (embeddings.get("statistics") or {}).get("token_count")
                 if isinstance(count, (int, float)):
                     tokens += int(count)

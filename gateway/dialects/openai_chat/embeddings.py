@@ -29,6 +29,8 @@ from gateway.dialects.embeddings import (
     Vector,
     as_encoding,
     bad_answer,
+    cut_float_arrays,
+    float_vector,
 )
 from gateway.errors import GatewayError
 
@@ -141,15 +143,15 @@ class OpenAIWire:
 
     def decode(self, answer: Answer, part: EmbedPart, req: EmbedRequest) -> EmbedResult:
         try:
-            obj = orjson.loads(answer.body)
+            body, arrays = cut_float_arrays(answer.body, b"embedding")  # floats stay bytes
+            raw = iter(arrays)
+            obj = orjson.loads(body)
             data = obj["data"]
             vectors: list[Vector] = [None] * len(data)  # type: ignore[list-item]
             for position, item in enumerate(data):
                 index = item.get("index", position)
                 vector = item["embedding"]
-                if not isinstance(vector, (list, str)) or not vector:
-                    raise bad_answer(self.name, "an embedding is neither an array nor a base64 string")
-                vectors[index] = vector
+                vectors[index] = vector if isinstance(vector, str) and vector else float_vector(vector, self.name, raw)
         except GatewayError:
             raise
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError, AttributeError) as exc:
