@@ -284,6 +284,16 @@ class RouteSettings(BaseModel):
     affinity_ttl_seconds: float = Field(default=3600.0, gt=0)  # an idle session forgets its target after this
     cooldown_seconds: float = Field(default=30.0, ge=0)  # a target failing before the first byte is skipped this long
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
+    task_type: str | None = None  # embeddings: the task type when the caller sent none (docs/embeddings.md)
+
+    @field_validator("task_type")
+    @classmethod
+    def _known_task_type(cls, value: str | None) -> str | None:
+        from gateway.dialects.embeddings import TASK_TYPES
+
+        if value is not None and value not in TASK_TYPES:
+            raise ValueError(f"task_type must be one of {', '.join(sorted(TASK_TYPES))}, got {value!r}")
+        return value
 
 
 class StoreSettings(BaseModel):

@@ -140,6 +140,8 @@ class EmbedRelay:
                 record.model = req.model
                 resolved = state.router.resolve(req.model)
                 record.route = resolved.route
+                if req.task_type is None:
+                    req.task_type = resolved.task_type  # the route's default (an OpenAI caller sends none)
                 if trace is not None:
                     attrs = trace.span.attributes
                     attrs["gateway.request.model"], attrs["gateway.route"] = req.model, resolved.route

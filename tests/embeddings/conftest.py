@@ -47,6 +47,12 @@ def provider(name: str, dialect: str, **extra: Any) -> dict[str, Any]:
 def embed_config(double_url: str, vertex_url: str, bedrock_url: str, **more: Any) -> dict[str, Any]:
     routes: list[dict[str, Any]] = [{"model": m, "provider": p, "upstream_model": u} for m, (p, u) in ROUTES.items()]
     routes += [
+        {
+            "model": "cohere-query",
+            "provider": "bedrock",
+            "upstream_model": "cohere.embed-v4:0",
+            "task_type": "RETRIEVAL_QUERY",
+        },
         {"model": "falls", "provider": "openai", "upstream_model": "f-error_500", "fallbacks": ["gemini-api:fb-gem"]},
         {
             "model": "pool",

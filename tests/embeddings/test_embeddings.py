@@ -138,6 +138,16 @@ def test_openai_sdk_to_bedrock_cohere_splits_at_96(gateway: ServerThread, double
     assert got.usage.prompt_tokens == 200  # Bedrock's X-Amzn-Bedrock-Input-Token-Count, summed
 
 
+def test_a_route_s_task_type_for_callers_that_send_none(gateway: ServerThread, double: EmbedDouble) -> None:
+    create(gateway, rid(), model="cohere-query", input=["what is it?"])  # OpenAI has no task type
+    assert double.calls("bedrock")[-1]["body"]["input_type"] == "search_query"
+    client = gemini_client(gateway.url)
+    client.models.embed_content(
+        model="cohere-query", contents="a doc", config=gtypes.EmbedContentConfig(task_type="CLUSTERING")
+    )
+    assert double.calls("bedrock")[-1]["body"]["input_type"] == "clustering"  # the caller's wins
+
+
 def test_openai_sdk_to_azure(gateway: ServerThread, double: EmbedDouble) -> None:
     got = create(gateway, rid(), model="az", input=TEXTS, dimensions=4)
     assert [d.embedding for d in got.data] == [vector(t, "text-embedding-3-small", 4) for t in TEXTS]

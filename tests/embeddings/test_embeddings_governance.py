@@ -16,9 +16,10 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from pydantic import ValidationError
 
 from gateway.server.app import create_app
-from gateway.settings import PriceSettings, Settings
+from gateway.settings import PriceSettings, RouteSettings, Settings
 from gateway.telemetry.metrics import GenAIMetrics
 from gateway.telemetry.traces import Telemetry
 from tests.embeddings.conftest import embed_config
@@ -73,6 +74,9 @@ def test_an_input_only_price_is_valid_config() -> None:
     price = PriceSettings(input=0.02)
     assert price.output is None
     assert PriceSettings(input=1.0, output=2.0).output == 2.0  # chat prices unchanged
+    assert RouteSettings(model="m", provider="p", task_type="RETRIEVAL_QUERY").task_type == "RETRIEVAL_QUERY"
+    with pytest.raises(ValidationError, match="task_type must be one of"):
+        RouteSettings(model="m", provider="p", task_type="POETRY")
 
 
 def test_spend_per_key_is_tokens_times_price(traced: tuple[ServerThread, InMemorySpanExporter]) -> None:
