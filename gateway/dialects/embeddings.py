@@ -176,6 +176,23 @@ def as_encoding(vectors: Sequence[Vector], encoding: Encoding) -> list[Any]:
 _NUMBER_BYTES = b"0123456789.eE+-, \t\r\n"
 
 
+_SPACE = b" \t\r\n"
+
+
+def _value_start(body: bytes, at: int) -> int:
+    """Where the value after a key ending at ``at`` begins (past ``:`` and whitespace); -1 when
+    no colon follows (the key was a string value)."""
+    size = len(body)
+    while at < size and body[at] in _SPACE:
+        at += 1
+    if at >= size or body[at] != 0x3A:  # ":"
+        return -1
+    at += 1
+    while at < size and body[at] in _SPACE:
+        at += 1
+    return at if at < size else -1
+
+
 def cut_float_arrays(body: bytes, key: bytes) -> tuple[bytes, list[RawFloats]]:
     """``body`` with every ``"<key>": [numbers]`` array replaced by ``0``, and those arrays'
     bytes, in order: the JSON parser then reads the small rest, never a float. ``"<key>"``
@@ -191,10 +208,12 @@ def cut_float_arrays(body: bytes, key: bytes) -> tuple[bytes, list[RawFloats]]:
         at = find(needle, search)
         if at < 0:
             break
-        search = after = at + len(needle)
-        start = find(b"[", after)
-        end = find(b"]", start) if start >= 0 else -1
-        if end < 0 or body[after:start].strip(b" \t\r\n") != b":":
+        search = at + len(needle)
+        start = _value_start(body, search)  # (never a find of "[" ahead: on a base64 body that scans it all)
+        if start < 0 or body[start] != 0x5B:  # "["
+            continue
+        end = find(b"]", start)
+        if end < 0:
             continue
         inner = body[start + 1 : end]
         if inner.translate(None, _NUMBER_BYTES) or not inner.strip():
