@@ -38,3 +38,27 @@ def test_base64_round_trips_exactly() -> None:
     assert to_base64(RawFloats(b"[0.5, -0.25, 1.0, 3.140625]")) == encoded
     assert to_floats(RawFloats(b"[0.5,-0.25]")) == [0.5, -0.25]
     assert as_encoding([encoded], "base64")[0] is encoded  # passed through, not re-encoded
+
+
+def test_azure_routes_by_api_version() -> None:
+    from gateway.dialects.embeddings import EmbedPart, EmbedRequest
+    from gateway.dialects.openai_chat.embeddings import AZURE
+    from gateway.settings import ProviderSettings
+
+    req = EmbedRequest("m", ["a"], dimensions=8)
+    for version, path, params in (
+        ("2024-10-21", "/openai/deployments/emb%2Fx/embeddings", {"api-version": "2024-10-21"}),
+        ("v1", "/openai/v1/embeddings", {}),
+        ("preview", "/openai/v1/embeddings", {"api-version": "preview"}),
+    ):
+        s = ProviderSettings(
+            name="az",
+            dialect="openai-chat",
+            platform="azure",
+            base_url="https://r.openai.azure.com",
+            api_version=version,
+            deployments={"text-embedding-3-large": "emb/x"},
+        )
+        call = AZURE.build(req, EmbedPart(["a"]), "text-embedding-3-large", s)
+        assert (call.path, call.params) == (path, params)
+        assert call.body == {"model": "emb/x", "input": ["a"], "dimensions": 8, "encoding_format": "float"}

@@ -83,6 +83,16 @@ def test_token_arrays_reach_an_openai_upstream(gateway: ServerThread, double: Em
     assert one.data[0].embedding == vector([7, 8, 9], "text") and one.usage.prompt_tokens == 3
 
 
+def test_more_than_2048_inputs_to_openai_are_split(gateway: ServerThread, double: EmbedDouble) -> None:
+    texts = [f"n{i}" for i in range(2049)]
+    before = len(double.calls("openai"))
+    got = create(gateway, rid(), model="text", input=texts)
+    assert [d.embedding for d in got.data] == [vector(t, "text") for t in texts]
+    assert [d.index for d in got.data] == list(range(2049))
+    assert sorted(len(c["body"]["input"]) for c in double.calls("openai")[before:]) == [1, 2048]
+    assert got.usage.prompt_tokens == 2049
+
+
 def test_openai_sdk_to_gemini_api_splits_at_100(gateway: ServerThread, double: EmbedDouble, log: Capture) -> None:
     texts = [f"item number {i}" for i in range(250)]
     before = len(double.calls("gemini"))
@@ -266,6 +276,15 @@ BAD_GEMINI = [
     ("embedContent", {"content": {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA=="}}]}}),
     ("batchEmbedContents", {"requests": []}),
     ("batchEmbedContents", {"requests": [{"content": {"parts": [{"text": 3}]}}]}),
+    (
+        "batchEmbedContents",
+        {
+            "requests": [
+                {"content": {"parts": [{"text": "a"}]}, "taskType": "RETRIEVAL_QUERY"},
+                {"content": {"parts": [{"text": "b"}]}, "taskType": "CLUSTERING"},
+            ]
+        },
+    ),
 ]
 
 
