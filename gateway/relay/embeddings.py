@@ -49,6 +49,7 @@ from gateway.token_estimate import estimate_text_tokens
 
 if TYPE_CHECKING:
     from gateway.relay.state import GatewayState
+    from gateway.telemetry.inspector import Capture
     from gateway.telemetry.traces import RequestTrace
     from gateway.upstream.providers import Provider
 
@@ -129,12 +130,17 @@ class EmbedRelay:
         record.kind, record.stream = "embeddings", False
         telemetry = state.telemetry
         trace = telemetry.start(scope, meta.headers, dialect, record) if telemetry is not None else None
+        capture = state.inspector.begin(request_id, dialect, scope["path"]) if state.inspector.on else None
+        if capture is not None:  # the console's inspector: the caller's side, and a one-part request's upstream call
+            send = capture.wrap_send(send)
         try:
             try:
                 spec = state.auth.authenticate(scope, meta.query)
                 if spec is not None:
                     record.key = spec.name
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)
+                if capture is not None:
+                    capture.caller_request(scope, meta.query, body)
                 req = parse(parse_json_object(scope, body, state.settings.server.max_json_depth))
                 req.dialect = dialect
                 record.model = req.model
@@ -157,7 +163,7 @@ class EmbedRelay:
             except GatewayError as err:
                 await self._send_error(send, dialect, record, err, headers)
                 return
-            run = _Run(state, req, resolved, record, trace, who, estimate)
+            run = _Run(state, req, resolved, record, trace, who, estimate, capture)
 
             async def work() -> None:
                 try:
@@ -189,6 +195,8 @@ class EmbedRelay:
                 state.console.note(record)
             if trace is not None:
                 trace.finish(record)
+            if capture is not None:
+                state.inspector.end(capture, record)
 
     @staticmethod
     async def _send_error(send: Send, dialect: str, record: AccessRecord, err: GatewayError, headers: Headers) -> None:
@@ -232,9 +240,12 @@ class _Run:
         trace: RequestTrace | None,
         who: ChatRequest,
         estimate: int,
+        capture: Capture | None = None,
     ) -> None:
         self.state, self.req, self.resolved, self.record, self.trace = state, req, resolved, record, trace
         self.who, self.estimate = who, estimate
+        self.capture = capture  # (None when the inspector is off or skips this request)
+        self.parts = 1  # of the target being tried: only a one-part call is captured (parts run concurrently)
         self.refused: GatewayError | None = None  # the first target that could not carry the request
         self.last: GatewayError | None = None  # the last upstream failure
 
@@ -309,6 +320,7 @@ class _Run:
         settings = provider.settings
         tries = settings.max_retries + 1 if tries is None else tries
         parts = parts_of(req, wire.max_batch(model))
+        self.parts = len(parts)
         results: list[EmbedResult | None] = [None] * len(parts)
         last: GatewayError | None = None
         for number in range(tries):
@@ -382,10 +394,15 @@ class _Run:
         """One upstream call for one part: its vectors, or the upstream's error as a ``GatewayError``."""
         settings = provider.settings
         call = wire.build(self.req, part, model, settings)
+        capture = self.capture if self.parts == 1 else None
+        if capture is not None:
+            capture.upstream_request(provider.name, settings.dialect, model, call, orjson.dumps(call.body))
         try:
             async with asyncio.timeout(settings.first_byte_timeout):
                 try:
                     response = await provider.send(call)
+                    if capture is not None:
+                        response = capture.upstream_response(response)
                 except http_client.TimeoutException as exc:
                     raise GatewayError(
                         "timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504

@@ -58,6 +58,7 @@ def traced(
         keys=KEYS,
         prices={"text-embedding-3-small": {"input": RATE}, "gemini-embedding-001": {"input": RATE}},
         server={"access_log": False},
+        inspector={"capture": "all"},
     )
     app = create_app(Settings(**config))
     spans = InMemorySpanExporter()
@@ -162,3 +163,16 @@ def test_an_embeddings_client_span(traced: tuple[ServerThread, InMemorySpanExpor
     assert attrs["gen_ai.embeddings.dimension.count"] == 4
     server_span = next(s for s in finished if s.kind is SpanKind.SERVER)
     assert (server_span.attributes or {})["gateway.route"] == "vtx"
+
+
+def test_the_inspector_keeps_an_embeddings_exchange(traced: tuple[ServerThread, InMemorySpanExporter]) -> None:
+    server, _ = traced
+    got = openai_client(server.url, "sk-emb").embeddings.with_raw_response.create(model="oai-small", input=TEXTS)
+    rid = got.headers["x-request-id"]
+    capture = httpx.get(f"{server.url}/admin/inspector/{rid}", headers={"authorization": f"Bearer {ADMIN}"}).json()
+    assert capture["caller_request"]["path"] == "/v1/embeddings"
+    assert capture["caller_request"]["headers"]["authorization"] == "[redacted]"
+    up = capture["upstream_requests"][-1]
+    assert up["path"] == "/embeddings" and up["status"] == 200 and '"alpha beta gamma"' in up["body"]
+    assert "sk-upstream" not in str(capture)
+    assert '"object":"list"' in "".join(f["data"] for f in capture["caller_frames"])
