@@ -19,7 +19,7 @@ from tests.platforms.test_vertex import EMAIL, LOCATION, PROJECT, key_file
 from tests.support.access_log import Capture, capture_access_log
 from tests.support.bedrock_double import BedrockDouble
 from tests.support.embed_double import AZURE_KEY, AZURE_VERSION, GEMINI_KEY, OPENAI_KEY, EmbedDouble
-from tests.support.fake_upstream import ServerThread
+from tests.support.fake_upstream import ServerThread, free_port
 from tests.support.vertex_double import VertexDouble
 
 TIMEOUTS = {"first_byte_timeout": 5.0, "idle_timeout": 3.0, "connect_timeout": 2.0, "retry_backoff": 0.01}
@@ -37,6 +37,10 @@ ROUTES = {  # caller model -> (provider, upstream model)
     "cohere4": ("bedrock", "us.cohere.embed-v4:0"),
     "az": ("azure", "text-embedding-3-small"),
     "claude": ("anthropic", "claude-sonnet-4-5"),
+    "slow": ("openai", "m-slow"),
+    "short": ("openai", "m-short"),
+    "down": ("down", "text"),
+    "badkey": ("badkey", "text"),
 }
 
 
@@ -84,6 +88,8 @@ def embed_config(double_url: str, vertex_url: str, bedrock_url: str, **more: Any
             ),
             provider("bedrock", "bedrock-converse", platform="bedrock", region="us-east-1", endpoint_url=bedrock_url),
             provider("anthropic", "anthropic", base_url=double_url, api_key="sk-ant-unused"),
+            provider("down", "openai-chat", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="x", max_retries=0),
+            provider("badkey", "openai-chat", base_url=double_url + "/v1", api_key="sk-wrong", max_retries=0),
         ],
         "routes": routes,
         **more,

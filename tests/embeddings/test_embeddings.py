@@ -339,3 +339,34 @@ def test_a_fallback_embeds_the_whole_request_with_its_own_model(gateway: ServerT
     assert line["provider"] == "gemini-api" and line["upstream_model"] == "fb-gem"
     got = create(gateway, rid(), model="pool", input=["pooled"], encoding_format="float")
     assert got.data[0].embedding == vector("pooled", "pool-gem")
+
+
+def test_an_unreachable_upstream_is_a_502_in_dialect(gateway: ServerThread) -> None:
+    with pytest.raises(openai.InternalServerError) as caught:
+        create(gateway, rid(), model="down", input="x")
+    assert caught.value.status_code == 502 and "unreachable" in str(caught.value)
+
+
+def test_the_upstream_refusing_the_gateway_s_key_is_a_502_never_a_401(gateway: ServerThread) -> None:
+    with pytest.raises(openai.InternalServerError) as caught:
+        create(gateway, rid(), model="badkey", input="x")
+    assert caught.value.status_code == 502 and "rejected the gateway's credentials" in str(caught.value)
+
+
+def test_an_answer_with_too_few_vectors_is_a_502_not_a_partial_answer(gateway: ServerThread) -> None:
+    with pytest.raises(openai.InternalServerError) as caught:
+        create(gateway, rid(), model="short", input=TEXTS)
+    assert caught.value.status_code == 502 and "2 embeddings for 3 inputs" in str(caught.value)
+
+
+def test_a_caller_that_hangs_up_is_logged_499(gateway: ServerThread, log: Capture) -> None:
+    request_id = rid()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            gateway.url + "/v1/embeddings",
+            json={"model": "slow", "input": "wait"},
+            headers={"authorization": "Bearer sk-caller", "x-request-id": request_id},
+            timeout=0.3,
+        )
+    line = log.line(request_id)
+    assert line["status"] == 499 and line["error_kind"] == "client_gone"

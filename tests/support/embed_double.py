@@ -17,11 +17,13 @@
 Every vector is ``vector(text, model, dims)``: deterministic, the model in its seed (vectors of
 two models never match), every value exact in float32 (so base64 round trips are exact). Token
 counts are the words of each text. Faults by upstream model name: ``…throttle_once`` (429 the
-first time per model), ``…error_500`` (always 500); an input containing ``boom`` makes its call 500.
+first time per model), ``…error_500`` (always 500), ``…slow`` (answers after 2 s), ``…short``
+(OpenAI: one embedding fewer than asked); an input containing ``boom`` makes its call 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import math
@@ -129,10 +131,12 @@ class EmbedDouble:
         if len(inputs) > 2048:
             await _json(send, 400, {"error": {"message": "'$.input' is invalid", "type": "invalid_request_error"}})
             return
+        if "slow" in model:
+            await asyncio.sleep(2)
         dims = body.get("dimensions")
         base = body.get("encoding_format") == "base64"
         data = []
-        for i, text in enumerate(inputs):
+        for i, text in enumerate(inputs[:-1] if "short" in model else inputs):
             values = vector(text, model, dims)
             data.append({"object": "embedding", "index": i, "embedding": b64(values) if base else values})
         tokens = sum(words(t) for t in inputs)
