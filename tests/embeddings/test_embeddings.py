@@ -247,6 +247,8 @@ BAD_OPENAI = [
     ({"model": "gem", "input": [[1, 2, 3]]}, "input"),  # token arrays to a text-only upstream
     ({"model": "titan", "input": [5, 6]}, "input"),
     ({"model": "claude", "input": "a"}, "model"),  # Anthropic's API has no embeddings
+    ({"model": "te\nxt", "input": "a"}, "model"),  # a control character
+    ({"model": 3, "input": "a"}, "model"),
 ]
 
 
@@ -370,3 +372,16 @@ def test_a_caller_that_hangs_up_is_logged_499(gateway: ServerThread, log: Captur
         )
     line = log.line(request_id)
     assert line["status"] == 499 and line["error_kind"] == "client_gone"
+
+
+def test_an_unknown_model_is_a_404_in_dialect(gateway: ServerThread, double: EmbedDouble) -> None:
+    before = len(double.seen)
+    with pytest.raises(openai.NotFoundError):
+        create(gateway, rid(), model="no-such-model", input="x")
+    raw = httpx.post(
+        f"{gateway.url}/v1beta/models/no-such-model:embedContent",
+        json={"content": {"parts": [{"text": "x"}]}},
+        headers={"x-goog-api-key": "caller-key"},
+    )
+    assert raw.status_code == 404 and raw.json()["error"]["status"] == "NOT_FOUND"
+    assert len(double.seen) == before

@@ -41,7 +41,13 @@ class Models:
             "displayName": name,
             "inputTokenLimit": 1048576,
             "outputTokenLimit": 65536,
-            "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+            "supportedGenerationMethods": [
+                "generateContent",
+                "streamGenerateContent",
+                "countTokens",
+                "embedContent",
+                "batchEmbedContents",
+            ],
         }
 
     def listing(self, names: list[str], created: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from gateway.dialects.embeddings import (
     cut_float_arrays,
     float_vector,
 )
+from gateway.dialects.validation import check_model_name
 from gateway.errors import GatewayError
 
 MAX_BATCH = 100  # requests per batchEmbedContents call (the API's limit)
@@ -77,6 +78,7 @@ def _settings(item: dict[str, Any], where: str) -> tuple[str | None, int | None,
 def parse_request(obj: dict[str, Any], model: str, batch: bool) -> EmbedRequest:
     """An ``embedContent`` (``batch`` False) or ``batchEmbedContents`` body as an ``EmbedRequest``."""
     model = model.removeprefix("models/")
+    check_model_name(model)
     if not batch:
         task, dims, title = _settings(obj, "")
         text = _text_of(obj.get("content"), "content")

@@ -32,6 +32,7 @@ from gateway.dialects.embeddings import (
     cut_float_arrays,
     float_vector,
 )
+from gateway.dialects.validation import check_model_name
 from gateway.errors import GatewayError
 
 MAX_BATCH = 2048  # inputs per request (the API's limit)
@@ -57,6 +58,7 @@ def parse_request(obj: dict[str, Any]) -> EmbedRequest:
     model = obj.get("model")
     if not isinstance(model, str) or not model:
         raise _invalid("model is required (a string)", "model")
+    check_model_name(model)
     if "input" not in obj:
         raise _invalid("input is required: a string, an array of strings, or token arrays")
     value = obj["input"]
