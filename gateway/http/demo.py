@@ -7,12 +7,17 @@ one every provider goes through.
 It answers in events, like any decoded upstream: a short text that quotes the last user message;
 when tools are offered (and the last turn is not a tool result) a call of the first tool with
 arguments filled from its schema; after a tool result, a sentence quoting the result. Text arrives
-in several fragments so streaming is visible.
+in several fragments so streaming is visible. An embeddings call (``/embeddings``) gets
+deterministic vectors (``demo_embeddings``): 16 numbers from a hash of each input unless
+``dimensions`` asks for another size, so an embeddings client works against the bare demo too.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
+from array import array
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -176,11 +181,37 @@ class _Frames(httpx.AsyncByteStream):
         return None
 
 
+DEMO_DIMENSIONS = 16
+
+
+def demo_embeddings(body: dict[str, Any]) -> bytes:
+    """An OpenAI embeddings answer for ``body``: per input, ``dimensions`` (else 16) numbers in
+    [-1, 1) from SHA-256 of the input, exact in float32; base64 when asked; a token a word."""
+    value = body.get("input")
+    inputs = value if isinstance(value, list) and value and not isinstance(value[0], int) else [value]
+    size = body.get("dimensions") or DEMO_DIMENSIONS
+    data = []
+    for i, item in enumerate(inputs):
+        seed = orjson.dumps(item)
+        digest = b"".join(hashlib.sha256(seed + bytes([n])).digest() for n in range(-(-size // 32)))
+        vector = [(b - 128) / 128 for b in digest[:size]]
+        embedding: Any = vector
+        if body.get("encoding_format") == "base64":
+            embedding = base64.b64encode(array("f", vector).tobytes()).decode()
+        data.append({"object": "embedding", "index": i, "embedding": embedding})
+    tokens = sum(len(t) if isinstance(t, list) else len(str(t).split()) for t in inputs)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return orjson.dumps({"object": "list", "data": data, "model": body.get("model"), "usage": usage})
+
+
 class DemoTransport(httpx.AsyncBaseTransport):
     """The demo provider's network: answers every call from ``demo_events``, never a socket."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = orjson.loads(request.content)
+        if request.url.path.endswith("/embeddings"):
+            answer = demo_embeddings(body)
+            return httpx.Response(200, headers={"content-type": "application/json"}, content=answer, request=request)
         req = codec_for(DIALECT).parse_request(body, RequestMeta())
         frames = chat_frames(demo_events(req, req.model), int(time.time()))
         return httpx.Response(

@@ -41,6 +41,7 @@ ROUTES = {  # caller model -> (provider, upstream model)
     "short": ("openai", "m-short"),
     "down": ("down", "text"),
     "badkey": ("badkey", "text"),
+    "demo": ("demo", "demo"),
 }
 
 
@@ -90,6 +91,7 @@ def embed_config(double_url: str, vertex_url: str, bedrock_url: str, **more: Any
             provider("anthropic", "anthropic", base_url=double_url, api_key="sk-ant-unused"),
             provider("down", "openai-chat", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="x", max_retries=0),
             provider("badkey", "openai-chat", base_url=double_url + "/v1", api_key="sk-wrong", max_retries=0),
+            {"name": "demo", "dialect": "demo"},
         ],
         "routes": routes,
         **more,

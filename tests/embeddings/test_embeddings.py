@@ -385,3 +385,13 @@ def test_an_unknown_model_is_a_404_in_dialect(gateway: ServerThread, double: Emb
     )
     assert raw.status_code == 404 and raw.json()["error"]["status"] == "NOT_FOUND"
     assert len(double.seen) == before
+
+
+def test_the_demo_provider_embeds_too(gateway: ServerThread) -> None:
+    first = create(gateway, rid(), model="demo", input=["same text", "other"])  # the SDK's base64
+    again = create(gateway, rid(), model="demo", input=["same text"], encoding_format="float")
+    assert len(first.data[0].embedding) == 16 and first.data[0].embedding == again.data[0].embedding
+    assert first.data[0].embedding != first.data[1].embedding
+    client = gemini_client(gateway.url)
+    got = client.models.embed_content(model="demo", contents=["same text"], config={"output_dimensionality": 40})
+    assert got.embeddings is not None and len(got.embeddings[0].values or []) == 40
