@@ -169,6 +169,7 @@ class EmbedRelay:
                 try:
                     result = await run.embed()
                 except GatewayError as err:
+                    run.note_spent()  # parts an upstream answered before another failed: their tokens were spent
                     await self._send_error(send, dialect, record, err, headers)
                     return
                 if result.input_tokens is None:
@@ -248,6 +249,9 @@ class _Run:
         self.parts = 1  # of the target being tried: only a one-part call is captured (parts run concurrently)
         self.refused: GatewayError | None = None  # the first target that could not carry the request
         self.last: GatewayError | None = None  # the last upstream failure
+        # (provider, dialect, model, tokens) of the answered parts of a target that then failed
+        self.spent: tuple[str, str, str, int] | None = None
+        self.spent_estimated = False
 
     async def embed(self) -> EmbedResult:
         resolved = self.resolved
@@ -337,6 +341,7 @@ class _Run:
                     trace.attempt_failed(span, err)
                 last = self.last = err
                 if err.kind not in RETRYABLE:
+                    self._keep_spent(provider, model, parts, results)
                     raise
                 delay = settings.retry_backoff * (2**number) * (0.5 + random.random())
                 if err.retry_after is not None:
@@ -358,7 +363,41 @@ class _Run:
                 trace.attempt_opened(span, [])
             record.provider, record.upstream_dialect, record.upstream_model = provider.name, provider.dialect, model
             return _assemble(results)
+        self._keep_spent(provider, model, parts, results)
         return last
+
+    def _keep_spent(
+        self, provider: Provider, model: str, parts: list[EmbedPart], results: list[EmbedResult | None]
+    ) -> None:
+        tokens, estimated, any_done = 0, False, False
+        for part, result in zip(parts, results):
+            if result is None:
+                continue
+            any_done = True
+            if result.input_tokens is not None:
+                tokens += result.input_tokens
+            else:
+                tokens += estimate_input_tokens(EmbedRequest(self.req.model, part.inputs, self.req.tokens))
+                estimated = True
+        if any_done:
+            self.spent = (provider.name, provider.dialect, model, tokens)
+            self.spent_estimated = estimated
+            if self.record.attempts:  # as a chat attempt that failed after its upstream reported usage
+                self.record.attempts[-1]["usage"] = {
+                    "input_tokens": tokens,
+                    "output_tokens": None,
+                    "cache_read_tokens": None,
+                    "cache_write_tokens": None,
+                    "reasoning_tokens": None,
+                }
+
+    def note_spent(self) -> None:
+        """The request failed: the tokens its last failed target's answered parts used go on the
+        record (and so into the ledger), attributed to that upstream — never a silent zero."""
+        if self.spent is not None and self.record.input_tokens is None:
+            record = self.record
+            record.provider, record.upstream_dialect, record.upstream_model, record.input_tokens = self.spent
+            record.usage_estimated = self.spent_estimated
 
     async def _parts(
         self, provider: Provider, wire: EmbedWire, model: str, parts: list[EmbedPart], results: list[EmbedResult | None]

@@ -325,12 +325,20 @@ def test_a_500_surfaces_after_the_retries_in_dialect(gateway: ServerThread, log:
     assert raw.status_code == 500 and raw.json()["error"]["status"] == "INTERNAL"
 
 
-def test_one_failing_part_fails_the_whole_request(gateway: ServerThread, log: Capture) -> None:
+def test_one_failing_part_fails_the_whole_request(gateway: ServerThread, double: EmbedDouble, log: Capture) -> None:
     texts = [f"t {i}" for i in range(150)] + ["boom"]  # the second call of two fails, every time
     request_id = rid()
+    before = len(double.calls("gemini"))
     with pytest.raises(openai.InternalServerError):
         create(gateway, request_id, model="gem", input=texts)
-    assert log.line(request_id)["status"] == 500
+    line = log.line(request_id)
+    assert line["status"] == 500 and [a["status"] for a in line["attempts"]] == [500, 500, 500]
+    # the retries sent only the failing part again: 1 + 3 calls, not 2 × 3
+    assert [len(c["body"]["requests"]) for c in double.calls("gemini")[before:]].count(51) == 3
+    assert len(double.calls("gemini")[before:]) == 4
+    # the answered part's tokens were spent upstream: on the record (estimated: the Gemini API counts none)
+    assert line["input_tokens"] == estimate(texts[:100]) and line["usage_estimated"] is True
+    assert line["provider"] == "gemini-api" and line["attempts"][-1]["usage"]["input_tokens"] == estimate(texts[:100])
 
 
 def test_a_fallback_embeds_the_whole_request_with_its_own_model(gateway: ServerThread, log: Capture) -> None:
