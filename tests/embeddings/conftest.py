@@ -4,6 +4,7 @@ in front of them with a provider of each kind."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from gateway.settings import Settings
 from tests.platforms.conftest import aws_env  # noqa: F401  (the Bedrock double's credentials, from the environment only)
 from tests.platforms.test_vertex import EMAIL, LOCATION, PROJECT, key_file
 from tests.support.access_log import Capture, capture_access_log
-from tests.support.bedrock_double import BedrockDouble
+from tests.support.bedrock_double import SECRET_KEY, SESSION_TOKEN, BedrockDouble
 from tests.support.embed_double import AZURE_KEY, AZURE_VERSION, GEMINI_KEY, OPENAI_KEY, EmbedDouble
 from tests.support.fake_upstream import ServerThread, free_port
 from tests.support.vertex_double import VertexDouble
@@ -96,6 +97,16 @@ def embed_config(double_url: str, vertex_url: str, bedrock_url: str, **more: Any
         "routes": routes,
         **more,
     }
+
+
+@pytest.fixture(autouse=True)
+def no_secret_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Every log line of the gateway at DEBUG, botocore's and google-auth's too: no upstream secret in any."""
+    caplog.set_level(logging.DEBUG)
+    yield
+    text = caplog.text
+    for secret in (OPENAI_KEY, GEMINI_KEY, AZURE_KEY, SECRET_KEY, SESSION_TOKEN):
+        assert secret not in text
 
 
 @pytest.fixture(scope="session")
