@@ -272,37 +272,57 @@ class _Run:
         raise final
 
     async def _balanced(self) -> EmbedResult | None:
-        """A pool: each healthy target once in the strategy's order (routing.py), the last one with
-        its provider's retries; a failure cools the target."""
+        """A pool, as attempts.py's ``_open_balanced`` for chat: each healthy target once in the
+        strategy's order (routing.py), the last one with its provider's retries; a failure cools
+        the target; when every target is cooling, wait for the first to recover if that falls
+        within the first-byte budget. None: the fallbacks are next (``last`` says why)."""
         routing, resolved = self.state.routing, self.resolved
-        plan = await routing.plan(self.who, resolved, set())
-        for number, target in enumerate(plan.candidates):
-            hold = await routing.admit(resolved, target, self.who, plan, tokens=self.estimate)
-            if hold is False:
-                continue
-            await routing.started(resolved, target)
-            tries = 1 if number + 1 < len(plan.candidates) else None
-            began = time.perf_counter()
-            try:
-                outcome = await self._target(target, 0, tries)
-            except BaseException:
+        budget = self.state.providers[resolved.targets[0].provider].settings.first_byte_timeout
+        started = time.monotonic()
+        tried: set[str] = set()
+        while True:
+            plan = await routing.plan(self.who, resolved, tried)
+            for number, target in enumerate(plan.candidates):
+                hold = await routing.admit(resolved, target, self.who, plan, tokens=self.estimate)
+                if hold is False:
+                    continue
+                tried.add(target.key)
+                await routing.started(resolved, target)
+                tries = 1 if number + 1 < len(plan.candidates) else None
+                began = time.perf_counter()
+                try:
+                    outcome = await self._target(target, 0, tries)
+                except BaseException:
+                    await routing.ended(resolved, target, None, hold)
+                    raise
+                if isinstance(outcome, EmbedResult):
+                    await routing.served(resolved, target, plan, time.perf_counter() - began)
+                    await routing.ended(resolved, target, Usage(input=outcome.input_tokens or self.estimate), hold)
+                    return outcome
                 await routing.ended(resolved, target, None, hold)
-                raise
-            if isinstance(outcome, EmbedResult):
-                await routing.served(resolved, target, plan, time.perf_counter() - began)
-                await routing.ended(resolved, target, Usage(input=outcome.input_tokens or self.estimate), hold)
-                return outcome
-            await routing.ended(resolved, target, None, hold)
-            if outcome is not None:
-                await routing.failed(resolved, target, outcome.kind, outcome.retry_after)
-        if self.last is None and self.refused is None:
-            wait = plan.recovery if plan.recovery is not None else plan.limited
-            if wait is not None:
-                self.last = GatewayError(
-                    "rate_limit",
-                    f"every target of {resolved.route!r} is cooling down or at its rpm/tpm limit; retry in {max(1, math.ceil(wait))}s",
-                    retry_after=wait,
+                if outcome is not None:  # (None: it cannot carry this request; it stays healthy)
+                    await routing.failed(resolved, target, outcome.kind, outcome.retry_after)
+            left = await routing.cooling(resolved.targets[: resolved.pool])
+            recovery = min((s for s in left if s > 0), default=None)
+            if recovery is not None and time.monotonic() - started + recovery <= budget:
+                log.info(
+                    "every target of %s is cooling: waiting %.2fs for the first to recover", resolved.route, recovery
                 )
+                await asyncio.sleep(recovery + 0.001)
+                tried.clear()
+                continue
+            break
+        last = self.last
+        if last is None and self.refused is not None:
+            return None  # no target can carry the request: the refusal is the answer
+        wait = recovery if recovery is not None else plan.limited
+        if wait is not None and (last is None or last.kind in ("rate_limit", "overloaded") or not tried):
+            why = "cooling down after failures" if recovery is not None else "at its rpm/tpm limit"
+            self.last = GatewayError(
+                "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",
+                f"every target of {resolved.route!r} is {why}; retry in {max(1, math.ceil(wait))}s",
+                retry_after=wait,
+            )
         return None
 
     async def _target(

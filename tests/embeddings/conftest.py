@@ -68,6 +68,14 @@ def embed_config(double_url: str, vertex_url: str, bedrock_url: str, **more: Any
             ],
             "strategy": "ordered",
         },
+        {
+            "model": "pool-down",
+            "targets": [
+                {"provider": "openai", "upstream_model": "pd1-error_500"},
+                {"provider": "openai", "upstream_model": "pd2-error_500"},
+            ],
+            "cooldown_seconds": 60,  # longer than the first-byte budget: no waiting for a recovery
+        },
     ]
     return {
         "server": {"access_log": True},

@@ -403,3 +403,17 @@ def test_the_demo_provider_embeds_too(gateway: ServerThread) -> None:
     client = gemini_client(gateway.url)
     got = client.models.embed_content(model="demo", contents=["same text"], config={"output_dimensionality": 40})
     assert got.embeddings is not None and len(got.embeddings[0].values or []) == 40
+
+
+def test_a_pool_whose_targets_all_cool_answers_with_retry_after(gateway: ServerThread, double: EmbedDouble) -> None:
+    with pytest.raises(openai.InternalServerError):
+        create(gateway, rid(), model="pool-down", input="x")  # both fail, both cool
+    before = len(double.seen)
+    raw = httpx.post(
+        gateway.url + "/v1/embeddings",
+        json={"model": "pool-down", "input": "x"},
+        headers={"authorization": "Bearer sk-caller"},
+    )
+    assert raw.status_code in (429, 503) and int(raw.headers["retry-after"]) > 1
+    assert "cooling down" in raw.json()["error"]["message"]
+    assert len(double.seen) == before
