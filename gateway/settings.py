@@ -298,12 +298,17 @@ class RouteSettings(BaseModel):
 
 class StoreSettings(BaseModel):
     url: str = "sqlite:///gateway-state.db"
+    password_env: str | None = None  # Redis / Sentinel password from this variable (or in the url)
     ttl_hours: float = 24.0
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
     # A follower on another replica gives a generation up (in-dialect error) only when its owner's
     # heartbeat (renewed every second) is older than this AND stays unrenewed for a while longer:
     # a replica whose event loop stalls for a few seconds is not declared dead.
     owner_timeout_seconds: float = Field(default=8.0, gt=0)
+
+    def password(self) -> str | None:
+        """The Redis password named by ``password_env`` (None when unset or empty)."""
+        return os.environ.get(self.password_env) or None if self.password_env else None
 
 
 class InspectorSettings(BaseModel):

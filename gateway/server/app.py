@@ -224,7 +224,7 @@ def create_app(settings: Settings) -> Starlette:
         for provider in state.providers.values():
             provider.start()
         available()  # import every codec now, not on the first request that needs it
-        store = open_store(settings.store.url, settings.store.ttl_hours * 3600)
+        store = open_store(settings.store.url, settings.store.ttl_hours * 3600, password=settings.store.password())
         store.requests_kept = settings.spend.requests_kept
         state.ledger.prices.warm()
         stateful = state.stateful = Stateful(settings, store)

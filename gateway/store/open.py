@@ -8,7 +8,7 @@ from __future__ import annotations
 from gateway.store.base import Store
 
 
-def open_store(url: str, ttl_seconds: float) -> Store:
+def open_store(url: str, ttl_seconds: float, *, password: str | None = None) -> Store:
     """Open the backend named by ``url``'s scheme (see ``gateway.store.base``).
 
     Imports are lazy so the SQLite default never needs the ``redis`` package.
@@ -20,8 +20,11 @@ def open_store(url: str, ttl_seconds: float) -> Store:
         from gateway.store.sqlite import SQLiteStore, sqlite_path
 
         return SQLiteStore(sqlite_path(url), ttl_seconds)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+sentinel"):
         from gateway.store.redis import RedisStore
 
-        return RedisStore(url, ttl_seconds)
-    raise ValueError(f"unsupported [store] url {url!r}: use sqlite:///path.db or redis://host:port/db")
+        return RedisStore(url, ttl_seconds, password=password)
+    raise ValueError(
+        f"unsupported [store] url {url!r}: use sqlite:///path.db, redis://host:port/db or "
+        "redis+sentinel://host:26379,host2:26379/<master>/<db>"
+    )

@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
+from gateway.store.redis_client import redis_client
 from gateway.store.redis_counters import RedisCounters
 from gateway.store.redis_shared import RedisShared
 
@@ -110,13 +111,14 @@ def _s(value: Any) -> str | None:
 
 
 class RedisStore(RedisCounters, Store):
-    """Redis (``redis://host:port/db``) behind the :class:`Store` interface."""
+    """Redis (``redis://host:port/db``, or a Sentinel group's master: ``gateway/store/redis_client.py``)
+    behind the :class:`Store` interface."""
 
-    def __init__(self, url: str, ttl_seconds: float, *, prefix: str = _PREFIX) -> None:
+    def __init__(self, url: str, ttl_seconds: float, *, prefix: str = _PREFIX, password: str | None = None) -> None:
         self.ttl_seconds = ttl_seconds
         self._ttl_ms = max(1, int(ttl_seconds * 1000))
         self._prefix = prefix
-        self._r: aioredis.Redis = aioredis.Redis.from_url(url, protocol=2, socket_connect_timeout=2.0)
+        self._r: aioredis.Redis = redis_client(url, password)
         self._append = self._r.register_script(_APPEND)
         self._finish = self._r.register_script(_FINISH)
         self._beat = self._r.register_script(_BEAT)

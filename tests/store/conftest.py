@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gateway.store import Store, open_store
+from tests.support.redis_servers import SentinelGroup
 
 Opener = Callable[..., Store]
 
@@ -53,10 +54,27 @@ def redis_server() -> Iterator[str]:
     proc.wait(10)
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(scope="session")
+def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    """One master, one replica, three sentinels (tests/support/redis_servers.py), once per session."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed (apt-get install -y redis-server; .ci/run installs it)")
+    group = SentinelGroup(tmp_path_factory.mktemp("sentinel")).start()
+    yield group
+    group.stop()
+
+
+@pytest.fixture(params=["sqlite", "redis", "sentinel"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"  # absolute path: sqlite:////tmp/...
+    if request.param == "sentinel":
+        group: SentinelGroup = request.getfixturevalue("sentinel_group")
+        import redis
+
+        with redis.Redis(port=group.current_master()) as r:
+            r.flushdb()
+        return group.url
     server: str = request.getfixturevalue("redis_server")
     import redis
 
