@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test check typecheck install clean bench agents-setup test-agents clean-agents screenshots
+.PHONY: run test check typecheck install clean bench docs agents-setup test-agents clean-agents screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,12 +20,18 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# ruff format --check and ruff (pyproject.toml [tool.ruff]) over the code and its tests, then mypy --strict over gateway/;
-# .ci/run calls it before `make test`
+# ruff format --check and ruff (pyproject.toml [tool.ruff]) over the code and its tests, then mypy --strict over gateway/,
+# then the docs site built strictly (a broken link or a nav entry without its page fails); .ci/run calls it before `make test`
 check: $(STAMP)
-	$(BIN)/ruff format --check gateway tests bench
-	$(BIN)/ruff check gateway tests bench
+	$(BIN)/ruff format --check gateway tests bench docs
+	$(BIN)/ruff check gateway tests bench docs
 	$(BIN)/mypy
+	$(BIN)/mkdocs build --strict --quiet
+
+# The docs site (mkdocs.yml, docs/) served with live reload on 127.0.0.1:8000. The generated parts
+# (the configuration reference, the codec docstring in architecture.md): $(BIN)/python docs/generate.py
+docs: $(STAMP)
+	$(BIN)/mkdocs serve -a 127.0.0.1:8000
 
 # mypy --strict over gateway/ (the settings are [tool.mypy] in pyproject.toml)
 typecheck: $(STAMP)

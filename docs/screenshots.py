@@ -8,8 +8,8 @@ the system's headless Chromium (Debian's ``chromium``; nothing is downloaded).
 from __future__ import annotations
 
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -24,9 +24,23 @@ from tests.conftest import gateway_config  # noqa: E402
 from tests.support.fake_upstream import FakeUpstream, ServerThread  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ADMIN, CALLER = "adm-screenshots", "sk-screenshots"
-RATES = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75, "reasoning": 15.0}  # $/Mtok, for a cost to show
+RATES = {
+    "input": 3.0,
+    "output": 15.0,
+    "cache_read": 0.3,
+    "cache_write": 3.75,
+    "reasoning": 15.0,
+}  # $/Mtok, for a cost to show
 TOOLS = '[{"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]'
 
 
@@ -48,12 +62,18 @@ def traffic(url: str) -> str:
     an = anthropic.Anthropic(base_url=url, api_key=CALLER, max_retries=0)
     for model in ("openai-chat--text", "gemini--text", "openai-responses--text"):
         oa.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=16)
-    an.messages.create(model="openai-chat--tool_call", max_tokens=64, messages=[{"role": "user", "content": "weather in Paris?"}])
+    an.messages.create(
+        model="openai-chat--tool_call", max_tokens=64, messages=[{"role": "user", "content": "weather in Paris?"}]
+    )
     try:
-        oa.chat.completions.create(model="anthropic--error_429", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+        oa.chat.completions.create(
+            model="anthropic--error_429", messages=[{"role": "user", "content": "hi"}], max_tokens=16
+        )
     except openai.APIStatusError:
         pass
-    stream = oa.chat.completions.create(model="anthropic--tool_call", messages=[{"role": "user", "content": "weather?"}], stream=True, max_tokens=64)
+    stream = oa.chat.completions.create(
+        model="anthropic--tool_call", messages=[{"role": "user", "content": "weather?"}], stream=True, max_tokens=64
+    )
     for _ in stream:
         pass
     return stream.response.headers["x-request-id"]
@@ -71,9 +91,16 @@ def main() -> None:
         with ServerThread(create_app(Settings(**conf))) as gw, sync_playwright() as p:
             rid = traffic(gw.url)
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            shots = [("overview", "overview", 1280, 800), ("requests", "requests", 1280, 800), (f"inspector/{rid}", "inspector", 1280, 800),
-                     ("keys", "keys", 1280, 800), ("requests", "requests-phone", 390, 844), (f"inspector/{rid}", "inspector-phone", 390, 844),
-                     ("playground", "playground", 1280, 800), ("playground", "playground-phone", 390, 844)]
+            shots = [
+                ("overview", "overview", 1280, 800),
+                ("requests", "requests", 1280, 800),
+                (f"inspector/{rid}", "inspector", 1280, 800),
+                ("keys", "keys", 1280, 800),
+                ("requests", "requests-phone", 390, 844),
+                (f"inspector/{rid}", "inspector-phone", 390, 844),
+                ("playground", "playground", 1280, 800),
+                ("playground", "playground-phone", 390, 844),
+            ]
             for route, name, width, height in shots:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(gw.url + "/ui")

@@ -63,8 +63,8 @@ class ServerSettings(BaseModel):
     keepalive_seconds: float = 15.0  # idle gap before a keepalive is sent to the caller
     shutdown_grace_seconds: float = 30.0
     access_log: bool = True
-    fast_path: bool = True  # same-dialect streams forward the upstream's frames (see passthrough.py)
-    stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (README)
+    fast_path: bool = True  # same-dialect streams forward the upstream's frames (gateway/relay/fast_path.py)
+    stream_usage: StreamUsage = "asked"  # "always": OpenAI chat streams end with usage unasked (docs/operations.md)
     # Hostile connections (gateway/server/protocol.py): 0 turns a bound off (keep_alive_timeout 0: no keep-alive).
     request_head_timeout: float = 10.0  # a request head must arrive within this, else the connection is closed (408)
     request_body_timeout: float = 60.0  # the body must arrive within this after the head (408)
@@ -154,7 +154,7 @@ class ProviderSettings(BaseModel):
         None  # http://[user:password@]host:port of an HTTP proxy (socks5:// with transport = "httpx")
     )
     transport: Literal["gateway", "httpx", "demo"] = (
-        "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); README "Upstream transports"; "demo": gateway/http/demo.py
+        "gateway"  # "httpx": httpx's own (HTTP/2, SOCKS, env proxies); docs/operations.md; "demo": gateway/http/demo.py
     )
     http2: bool = False  # transport = "httpx" only; needs the h2 package (pip install 'llm-gateway[http2]')
     trust_env: bool = False  # transport = "httpx" only: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, .netrc
@@ -163,7 +163,7 @@ class ProviderSettings(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
     # Request settings this provider's dialect cannot carry that may be dropped instead of refused
-    # with a 400 (gateway/dialects/carry.py; the table is in README "What each upstream cannot carry").
+    # with a 400 (gateway/dialects/carry.py; the table is in docs/dialects.md).
     drop_unsupported: list[str] = Field(default_factory=list)
     # Anthropic: upstream-model globs that refuse temperature together with top_p (top_p is then
     # dropped and reported); None = the built-in list of such Claude models, [] = always send both.

@@ -3,7 +3,7 @@
 A codec is the only place that knows its wire format. It converts, in both directions:
 
 * requests: caller JSON → ``ChatRequest`` (``parse_request``) and ``ChatRequest`` → upstream
-  call (``build_request``; the gateway always asks upstreams for a stream, see relay.py);
+  call (``build_request``; the gateway always asks upstreams for a stream, see gateway/relay/pipeline.py);
 * streams: upstream SSE frames → events (``stream_decoder``) and events → caller bytes
   (``stream_encoder``);
 * whole replies: upstream JSON → events (``decode_whole``) and ``Reply`` → caller JSON
@@ -64,7 +64,7 @@ Adding a dialect
    request parser and builder, stop reasons and usage; the fake upstream of tests/support/
    must speak it (``tests/support/fake_upstream.py``) for the caller × upstream matrix
    (tests/test_matrix.py), which then covers it with every other dialect.
-5. Nothing else outside the package: README/CONTRACT.md list the dialects for users.
+5. Nothing else outside the package: docs/ (docs/dialects.md) and CONTRACT.md list the dialects for users.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 byte stream an ``httpx.Response`` reads it through (the pool is ``http_pool.py``, the
 ``httpx`` transport that puts them behind ``httpx.AsyncClient`` is ``http_transport.py``).
 
-Why a connection of our own under httpx: measured in ``bench/`` (README "Where the time goes"),
+Why a connection of our own under httpx: measured in ``bench/`` (bench/README.md "Where the time goes"),
 httpx's default transport (httpcore → h11) hands the body out one HTTP chunk at a time, so a stream
 whose 50 events arrive in one socket read still cost 50 decoder passes, 50 caller writes and 50
 trips through three layers of Python, and its pool walks every connection on each request. Here the

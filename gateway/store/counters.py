@@ -8,7 +8,7 @@ its estimated cost; the store answers with a ``Verdict`` after checking, in one 
   not keep slots forever);
 * ``rpm`` / ``tpm``: a sliding window counter over minute buckets — the previous minute weighted by
   how much of it still overlaps the last 60 s, plus the current minute (the approximation the
-  ``limits`` package calls "sliding window counter"; see README "Keys, prices and budgets" for why
+  ``limits`` package calls "sliding window counter"; see docs/keys.md for why
   that package is not used directly);
 * the budget: spent + held + this estimate must fit ``budget_usd`` of the calendar period.
 

@@ -268,7 +268,7 @@ class SQLiteStore(SQLiteCounters, Store):
 
     async def _drain(self) -> None:
         """Write queued appends, all that queued meanwhile in one transaction: with many streams
-        live, one commit and one thread hop serve many events (see the README numbers)."""
+        live, one commit and one thread hop serve many events (see the bench/README.md numbers)."""
         while self._pending:
             batch, self._pending = self._pending, []
             try:

@@ -6,7 +6,7 @@ is a ``Telemetry`` and the relay makes one ``RequestTrace`` per request. Off, it
 path checks that one value and makes no SDK call, so tracing off costs nothing.
 
 Shape (OpenTelemetry semantic conventions v1.41.0, the last release carrying the GenAI conventions
-in the main repository; see README "Telemetry"):
+in the main repository; see docs/telemetry.md):
 
 * a SERVER span ``POST /v1/messages`` per request, child of the caller's W3C ``traceparent`` when it
   sent one, with the gateway's own attributes under ``gateway.*``;

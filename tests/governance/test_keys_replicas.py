@@ -1,5 +1,5 @@
 """Limits and spend across replicas: two gateway processes sharing a real redis-server. The budget
-holds against 40 concurrent requests over both (the overshoot bound of README "Keys, prices and
+holds against 40 concurrent requests over both (the overshoot bound of docs/keys.md "Keys, prices and
 budgets"), rpm is one count for both, a revocation on one is seen by the other within a second,
 and a store that went away is a 503 in the caller's dialect, never "unlimited"."""
 

@@ -9,7 +9,7 @@ must name one of them. The wording follows Anthropic's own (``max_tokens: Field 
 
 Kept on purpose, though the API refuses it: ``role: "system"`` inside ``messages``. Claude Code sends
 such turns for model names it does not know and the gateway folds them into the system prompt
-(README, "Coding agents"), so they are never a 400 here.
+(docs/agents.md), so they are never a 400 here.
 """
 
 from __future__ import annotations
