@@ -18,7 +18,6 @@ from gateway.asgi import (
     Receive,
     Scope,
     Send,
-    header,
     parse_json_object,
     read_body,
     run_until_disconnect,
@@ -36,6 +35,7 @@ from gateway.relay.fast_path import FramePassthrough
 from gateway.relay.stateful import Stateful, new_stored_id
 from gateway.relay.stream_writer import StreamWriter
 from gateway.reply import ReplyBuilder
+from gateway.routing.affinity import session_header
 from gateway.telemetry.inspector import CURRENT
 from gateway.telemetry.observe import AccessRecord, request_id_for
 from gateway.upstream.source import HttpEventSource
@@ -103,7 +103,7 @@ class Relay:
                 validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
-                req.session = header(scope, b"x-session-id")
+                req.session = session_header(meta.headers)  # affinity.py: x-session-id, Claude Code's, Codex's
                 if meta.stream is not None:
                     req.stream = meta.stream
                 self._check_limits(req)
