@@ -284,3 +284,31 @@ def test_a_hit_counts_against_rpm(fake: FakeUpstream, question: str, monkeypatch
             "rate_limit_error",
             "rate_limit_exceeded",
         )
+
+
+def test_cached_input_tokens_and_hit_rates_are_visible(fake: FakeUpstream, question: str) -> None:
+    """The upstream's prompt-cache reads per route and target, and the console's input hit rate
+    (openai-chat's text capture: 30 input tokens, 10 of them cached); a response-cache hit adds no tokens."""
+    config = cache_config(fake)
+    config["admin"] = {"key": "admin-secret-key-for-cache-tests"}
+    with ServerThread(create_app(Settings(**config))) as server:
+        for _ in range(2):  # a miss, then a hit
+            raw_chat(server.url, chat_body(question))
+        metrics = httpx.get(server.url + "/metrics", timeout=10).text
+        assert (
+            'gateway_cached_input_tokens_total{route="openai-chat--*",target="up-openai-chat:openai-chat--text"} 10.0'
+            in metrics
+        )
+        auth = {"authorization": "Bearer admin-secret-key-for-cache-tests"}
+        deadline = time.monotonic() + 5
+        while True:
+            overview = httpx.get(server.url + "/admin/console/overview", headers=auth, timeout=10).json()
+            if overview["requests"] >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert overview["input_cache_hit_rate"] == pytest.approx(10 / 30, abs=1e-3)
+        assert overview["response_cache_hits"] == 1
+        row = next(r for r in overview["by_model"] if r["model"] == "openai-chat--text")
+        assert (row["requests"], row["input_tokens"], row["cached_input_tokens"]) == (2, 30, 10)
+        records = httpx.get(server.url + "/admin/console/requests", headers=auth, timeout=10).json()["requests"]
+        assert [r["cache"] for r in records[:2]] == ["hit", "miss"]
