@@ -312,3 +312,19 @@ def test_cached_input_tokens_and_hit_rates_are_visible(fake: FakeUpstream, quest
         assert (row["requests"], row["input_tokens"], row["cached_input_tokens"]) == (2, 30, 10)
         records = httpx.get(server.url + "/admin/console/requests", headers=auth, timeout=10).json()["requests"]
         assert [r["cache"] for r in records[:2]] == ["hit", "miss"]
+
+
+def test_a_hit_on_a_stored_response_is_stored_again_for_follow_ups(
+    gw: tuple[str, Capture], fake: FakeUpstream, question: str
+) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=gw[0] + "/v1", api_key="sk-caller", max_retries=0)
+    first = client.responses.create(model="openai-responses--text", input=question)
+    again = client.responses.with_raw_response.create(model="openai-responses--text", input=question)
+    assert again.headers["x-gateway-cache"] == "hit"
+    hit = again.parse()
+    assert hit.id != first.id and hit.output_text == first.output_text
+    assert client.responses.retrieve(hit.id).output_text == first.output_text
+    follow = client.responses.create(model="openai-responses--text", input="and tomorrow?", previous_response_id=hit.id)
+    assert follow.output_text
