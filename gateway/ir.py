@@ -139,7 +139,8 @@ class ChatRequest:
     background: bool = False  # run detached from the caller's connection (stateful dialects)
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
     dialect: str = ""  # the caller's dialect
-    session: str | None = None  # the caller's x-session-id header (affinity.py: which conversation this is)
+    session: str | None = None  # the caller's session header (affinity.py: which conversation this is)
+    prompt_cache_key: str | None = None  # OpenAI's prompt-cache routing hint (a session signal too)
     headers: dict[str, str] = field(default_factory=dict)  # provider headers worth forwarding (anthropic-beta …)
     key_name: str | None = (
         None  # the named caller key (None: the shared key); what it stores is that key's (stateful.py)

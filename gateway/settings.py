@@ -161,6 +161,7 @@ class ProviderSettings(BaseModel):
     default_max_tokens: int = 8192  # for Anthropic upstreams when the caller sent no limit
     dropped_betas: list[str] = Field(default_factory=list)  # anthropic-beta values not forwarded
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers to send
+    auto_cache: bool = False  # anthropic: cache_control breakpoints for callers that set none (docs/cache.md)
     gemini_parameters_json_schema: bool = False  # Gemini: tool schemas as JSON Schema, not the OpenAPI subset
     # Request settings this provider's dialect cannot carry that may be dropped instead of refused
     # with a 400 (gateway/dialects/carry.py; the table is in docs/dialects.md).
@@ -285,6 +286,7 @@ class RouteSettings(BaseModel):
     cooldown_seconds: float = Field(default=30.0, ge=0)  # a target failing before the first byte is skipped this long
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
     task_type: str | None = None  # embeddings: the task type when the caller sent none (docs/embeddings.md)
+    cache: bool = True  # false: the [cache] never answers nor keeps this route's requests
 
     @field_validator("task_type")
     @classmethod
@@ -294,6 +296,18 @@ class RouteSettings(BaseModel):
         if value is not None and value not in TASK_TYPES:
             raise ValueError(f"task_type must be one of {', '.join(sorted(TASK_TYPES))}, got {value!r}")
         return value
+
+
+class CacheSettings(BaseModel):
+    """The exact response cache (gateway/relay/cache.py; CONTRACT.md "Response cache"). Off unless enabled."""
+
+    model_config = {"extra": "forbid"}
+
+    enabled: bool = False
+    ttl_seconds: float = Field(default=3600.0, gt=0)
+    scope: Literal["key", "shared"] = "key"  # key: an entry is only served to the key that stored it
+    max_entry_bytes: int = Field(default=1 << 20, ge=1024)  # a longer answer is not kept
+    max_entries: int = Field(default=10000, ge=1)  # the oldest go first beyond this
 
 
 class StoreSettings(BaseModel):
@@ -363,6 +377,7 @@ class Settings(BaseSettings):
     providers: list[ProviderSettings] = Field(default_factory=list)
     routes: list[RouteSettings] = Field(default_factory=list)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     inspector: InspectorSettings = Field(default_factory=InspectorSettings)
     keys: list[KeySettings] = Field(default_factory=list)

@@ -123,6 +123,7 @@ class BuildOptions:
     # temperature with top_p, and those asked for thinking as adaptive + output_config.effort.
     sampling_exclusive_models: tuple[str, ...] | None = None
     adaptive_thinking_models: tuple[str, ...] | None = None
+    auto_cache: bool = False  # Anthropic: prompt-cache breakpoints when the caller placed none (auto_cache.py)
 
 
 @dataclass(slots=True)

@@ -88,6 +88,12 @@ class Ledger:
                 )
         elif reached and record.status < 400 and record.error_kind is None:
             unpriced = True  # the observer's usage_missing warning has said so
+        hit = record.cache == "hit"
+        if hit:  # answered from the response cache: nothing spent; what it cost when first paid for, saved
+            record.cost_saved_usd = line["cost_saved_usd"] = None if unpriced else cost / NANO
+            if cost:
+                self.metrics.cache_saved.inc(cost / NANO)
+            cost, unpriced = 0, False
         record.cost_usd = None if unpriced else cost / NANO
         record.unpriced = unpriced
         line["cost_usd"], line["unpriced"] = record.cost_usd, unpriced
@@ -109,11 +115,11 @@ class Ledger:
             model,
             provider,
             record.route or "",
-            record.input_tokens or 0,
-            record.output_tokens or 0,
-            record.cache_read_tokens or 0,
-            record.cache_write_tokens or 0,
-            record.reasoning_tokens or 0,
+            0 if hit else record.input_tokens or 0,  # a hit holds no tokens against tpm
+            0 if hit else record.output_tokens or 0,
+            0 if hit else record.cache_read_tokens or 0,
+            0 if hit else record.cache_write_tokens or 0,
+            0 if hit else record.reasoning_tokens or 0,
             cost,
             unpriced,
             counted=reached or has_usage,

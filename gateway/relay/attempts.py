@@ -136,6 +136,7 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
         adaptive_thinking_models=None
         if settings.adaptive_thinking_models is None
         else tuple(settings.adaptive_thinking_models),
+        auto_cache=settings.auto_cache,
     )
     call = provider.platform.adapt(
         codec.build_request(req, target.upstream_model, options), target.upstream_model, settings

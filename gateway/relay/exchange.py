@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from gateway.dialects.base import Codec, EncodeContext
     from gateway.events import Usage
     from gateway.ir import ChatRequest
+    from gateway.relay.cache_ticket import Ticket
     from gateway.reply import ReplyBuilder
     from gateway.routing.router import Resolved
     from gateway.telemetry.observe import AccessRecord
@@ -63,5 +64,6 @@ class Exchange:
     trace: RequestTrace | None = None
     attempts: list[Attempt] = field(default_factory=list)
     persist: Keeper | None = None  # a stored (not detached) Responses answer
+    cache: Ticket | None = None  # the response cache's part in this request ([cache] enabled)
     req: ChatRequest = field(init=False)
     resolved: Resolved = field(init=False)

@@ -18,7 +18,6 @@ from gateway.asgi import (
     Receive,
     Scope,
     Send,
-    header,
     parse_json_object,
     read_body,
     run_until_disconnect,
@@ -36,6 +35,7 @@ from gateway.relay.fast_path import FramePassthrough
 from gateway.relay.stateful import Stateful, new_stored_id
 from gateway.relay.stream_writer import StreamWriter
 from gateway.reply import ReplyBuilder
+from gateway.routing.affinity import session_header
 from gateway.telemetry.inspector import CURRENT
 from gateway.telemetry.observe import AccessRecord, request_id_for
 from gateway.upstream.source import HttpEventSource
@@ -103,7 +103,7 @@ class Relay:
                 validate_request(dialect, obj, meta)  # the caller's own API's rules, before anything else
                 req = codec.parse_request(obj, meta)
                 req.dialect = dialect
-                req.session = header(scope, b"x-session-id")
+                req.session = session_header(meta.headers)  # affinity.py: x-session-id, Claude Code's, Codex's
                 if meta.stream is not None:
                     req.stream = meta.stream
                 self._check_limits(req)
@@ -142,6 +142,8 @@ class Relay:
                 await self._send_error(ex, err, extra_headers)
                 return
             record.model, record.stream, record.route = req.model, req.stream, resolved.route
+            if state.cache is not None:  # the response cache (cache.py): off unless [cache] enabled
+                ex.cache = state.cache.ticket(req, resolved, spec.name if spec is not None else None, meta.headers)
             work = self._relay(ex)
             finished = await run_until_disconnect(work, receive)
             if not finished and not record.response_done:  # cut short, not merely cancelled while draining the upstream
@@ -258,14 +260,21 @@ class Relay:
         await send_json(send, 200, obj, headers)
 
     async def _relay(self, ex: Exchange) -> None:
-        codec, req, record = ex.codec, ex.req, ex.record
+        codec, req, record, ticket = ex.codec, ex.req, ex.record, ex.cache
+        cache = self.state.cache
         try:
+            # a hit: the stored answer, opened as if an upstream had answered it (cache.py)
+            hit = (
+                None
+                if ticket is None or cache is None
+                else await cache.replay(ticket, self.state.providers, record, ex.headers)
+            )
             fast = (
                 codec.name
                 if req.stream and self.state.fast_path and ex.persist is None and req.stream_framing == "sse"
                 else None
             )
-            opened = await open_upstream(
+            opened = hit or await open_upstream(
                 self.state.providers,
                 req,
                 ex.resolved,
@@ -304,6 +313,11 @@ class Relay:
             record.add_usage(opened.source.usage_so_far())
             await opened.close(Usage(record.input_tokens, record.output_tokens))
 
+    async def _keep(self, ex: Exchange) -> None:
+        """The response cache keeps the answer just relayed, if it qualifies (cache.py)."""
+        if ex.cache is not None and self.state.cache is not None:
+            await self.state.cache.keep(ex.cache, ex.record)
+
     def _note_failed_attempts(self, record: AccessRecord, attempts: list[Attempt]) -> None:
         """No attempt answered: log each one, and keep the usage of the last that reported any
         (an upstream that accepted the call and then refused it in-stream, or was cut before any
@@ -322,6 +336,7 @@ class Relay:
         state = self.state
         codec, send, record, persist = ex.codec, ex.send, ex.record, ex.persist
         captured = ex.trace.output if ex.trace is not None else None
+        kept = ex.cache.events if ex.cache is not None and ex.cache.store else None  # for the response cache
         encoder = codec.stream_encoder(ctx)
         source = opened.source
         idle = opened.provider.settings.idle_timeout
@@ -365,6 +380,10 @@ class Relay:
                         finished = finished or type(event) is not Usage
                 if captured is not None:
                     captured.extend(batch)
+                if kept is not None:
+                    kept.extend(batch)
+                    if finished:  # kept before the caller sees the end, so an immediate repeat finds it
+                        await self._keep(ex)
                 if persist is not None:
                     persist.builder.extend(batch)
                     if finished:  # stored before the caller sees the end, so a follow-up finds it
@@ -410,7 +429,10 @@ class Relay:
     async def _whole(self, ex: Exchange, ctx: EncodeContext, opened: Opened) -> None:
         codec, record, persist, trace = ex.codec, ex.record, ex.persist, ex.trace
         builder = persist.builder if persist is not None else ReplyBuilder()
+        kept = ex.cache.events if ex.cache is not None and ex.cache.store else None  # for the response cache
         async for batch in batches(opened):
+            if kept is not None:
+                kept.extend(batch)
             for event in batch:
                 builder.add(event)
                 _note_usage(record, event)
@@ -423,6 +445,8 @@ class Relay:
             await self._send_error(ex, err)
             return
         body = codec.encode_whole(reply, ctx)
+        if kept is not None:
+            await self._keep(ex)  # kept before the caller sees it, so an immediate repeat finds it
         if persist is not None:
             await persist.done(ctx)  # stored before the caller sees it, so a follow-up finds it
         record.first_byte()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gateway.governance.keys import KeyRing
     from gateway.governance.ledger import Ledger
     from gateway.governance.limits import Limiter
+    from gateway.relay.cache import ResponseCache
     from gateway.relay.stateful import Stateful
     from gateway.routing.router import Router
     from gateway.routing.targets import Routing
@@ -45,6 +46,7 @@ class GatewayState:
     telemetry: Telemetry | None = None  # when an OTLP endpoint is set; None: off, no spans
     console: Recent | None = None  # when [admin] is set: recent records, live figures
     stateful: Stateful | None = None  # once the store is open (lifespan)
+    cache: ResponseCache | None = None  # the response cache, once the store is open, when [cache] enabled
     live_streams: set[asyncio.Task[Any]] = field(default_factory=set)
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)

@@ -41,6 +41,7 @@ class Resolved:
     affinity_ttl: float = 3600.0
     cooldown: float = 30.0
     task_type: str | None = None  # the route's embeddings task type for callers that send none
+    cache: bool = True  # the route's ``cache``: false keeps the response cache out of it
 
 
 class Router:
@@ -72,7 +73,9 @@ class Router:
             fallbacks = tuple(self._fallback(f, model) for f in route.fallbacks)
             if route.provider is not None:
                 primary = Target(route.provider, route.upstream_model or model)
-                return Resolved(route.model, (primary, *fallbacks), route.stream_usage, task_type=route.task_type)
+                return Resolved(
+                    route.model, (primary, *fallbacks), route.stream_usage, task_type=route.task_type, cache=route.cache
+                )
             pool = tuple(Target(t.provider, t.upstream_model or model, t.weight, t.rpm, t.tpm) for t in route.targets)
             return Resolved(
                 route.model,
@@ -85,6 +88,7 @@ class Router:
                 affinity_ttl=route.affinity_ttl_seconds,
                 cooldown=route.cooldown_seconds,
                 task_type=route.task_type,
+                cache=route.cache,
             )
         provider, sep, upstream = model.partition("/")
         if sep and provider in self._providers and upstream:

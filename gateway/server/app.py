@@ -236,6 +236,10 @@ def create_app(settings: Settings) -> Starlette:
         refresher = asyncio.create_task(_refresh_keys(state, store))
         state.routing.shared = store.shared()  # cooldowns and pins every replica on this store sees
         state.routing.counters = store  # and the targets' rpm/tpm, on the key limits' counters
+        if settings.cache.enabled:
+            from gateway.relay.cache import ResponseCache
+
+            state.cache = ResponseCache(settings.cache, store, state.observer.metrics)
         try:
             yield
         finally:

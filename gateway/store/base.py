@@ -233,6 +233,17 @@ class Store(abc.ABC):
     async def key_version(self) -> int:
         """A number that changes whenever a key record changes (polled by every replica)."""
 
+    # -- the response cache (gateway/relay/cache.py): opaque entries with their own TTL ----------------
+
+    @abc.abstractmethod
+    async def cache_get(self, key: str) -> bytes | None:
+        """The cached entry under ``key``, or None if absent or past its TTL."""
+
+    @abc.abstractmethod
+    async def cache_put(self, key: str, body: bytes, ttl_seconds: float, max_entries: int) -> None:
+        """Keep ``body`` under ``key`` for ``ttl_seconds``; beyond ``max_entries`` entries the
+        oldest go (checked every few puts, so the bound may be passed by a few for a moment)."""
+
     # -- housekeeping ---------------------------------------------------------------------------------
 
     @abc.abstractmethod

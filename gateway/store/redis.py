@@ -246,6 +246,28 @@ class RedisStore(RedisCounters, Store):
             self._shared = RedisShared(self._r, self._prefix)
         return self._shared
 
+    async def cache_get(self, key: str) -> bytes | None:
+        body = await self._r.get(self._prefix + "cache:" + key)
+        return body if isinstance(body, bytes) or body is None else body.encode()
+
+    async def cache_put(self, key: str, body: bytes, ttl_seconds: float, max_entries: int) -> None:
+        """The entry as a string with its PX; a sorted set by time stored keeps the bound: the
+        oldest names past ``max_entries`` are popped and their entries deleted."""
+        now = time.time()
+        index = self._prefix + "cache-index"
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.set(self._prefix + "cache:" + key, body, px=max(1, int(ttl_seconds * 1000)))
+            pipe.zadd(index, {key: now})
+            pipe.zremrangebyscore(index, "-inf", now - ttl_seconds)  # names whose entries expired by themselves
+            pipe.zcard(index)
+            replies = await pipe.execute()
+        over = int(replies[-1]) - max_entries
+        if over > 0:
+            oldest = cast(list[tuple[bytes, float]], await self._r.zpopmin(index, over))
+            names = [self._prefix + "cache:" + name.decode() for name, _ in oldest]
+            if names:
+                await self._r.delete(*names)
+
     async def expire(self) -> int:
         return 0  # every key carries its own PX/PEXPIRE
 

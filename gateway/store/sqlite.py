@@ -39,6 +39,7 @@ T = TypeVar("T")
 
 _BATCH = 1000  # events read per query while replaying
 _EXPIRE_EVERY = 60.0  # seconds between automatic purges
+_CACHE_TRIM_EVERY = 32  # response-cache puts between two checks of its entry bound
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -50,6 +51,9 @@ CREATE TABLE IF NOT EXISTS logs (
     status TEXT, cancel INTEGER NOT NULL DEFAULT 0, count INTEGER NOT NULL DEFAULT 0,
     expires_at REAL NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS logs_expiry ON logs (expires_at);
+CREATE TABLE IF NOT EXISTS cache (
+    key TEXT PRIMARY KEY, body BLOB NOT NULL, stored_at REAL NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS cache_age ON cache (stored_at);
 CREATE TABLE IF NOT EXISTS events (
     id TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (id, seq)) WITHOUT ROWID;
@@ -132,6 +136,7 @@ class SQLiteStore(SQLiteCounters, Store):
                 "DELETE FROM events WHERE id IN (SELECT id FROM logs WHERE expires_at <= ?)", (now,)
             ).rowcount
             n += db.execute("DELETE FROM logs WHERE expires_at <= ?", (now,)).rowcount
+            n += db.execute("DELETE FROM cache WHERE expires_at <= ?", (now,)).rowcount
             return n
 
         self._last_expire = now
@@ -375,6 +380,31 @@ class SQLiteStore(SQLiteCounters, Store):
             self._one, "SELECT cancel FROM logs WHERE id = ? AND expires_at > ?", (stream_id, time.time())
         )
         return bool(flag)
+
+    async def cache_get(self, key: str) -> bytes | None:
+        body: bytes | None = await self._run(
+            self._one, "SELECT body FROM cache WHERE key = ? AND expires_at > ?", (key, time.time())
+        )
+        return body
+
+    async def cache_put(self, key: str, body: bytes, ttl_seconds: float, max_entries: int) -> None:
+        now = time.time()
+        self._cache_puts = getattr(self, "_cache_puts", 0) + 1
+        trim = self._cache_puts % _CACHE_TRIM_EVERY == 0 or max_entries < _CACHE_TRIM_EVERY
+
+        def run() -> None:
+            self._exec(
+                "INSERT OR REPLACE INTO cache (key, body, stored_at, expires_at) VALUES (?, ?, ?, ?)",
+                (key, body, now, now + ttl_seconds),
+            )
+            if trim:  # the oldest beyond the bound (an index walk: not on every put)
+                self._exec(
+                    "DELETE FROM cache WHERE key IN (SELECT key FROM cache ORDER BY stored_at DESC LIMIT -1 OFFSET ?)",
+                    (max_entries,),
+                )
+            self._maybe_expire(now)
+
+        await self._run(run)
 
     async def expire(self) -> int:
         return await self._run(self._expire, time.time())

@@ -81,6 +81,8 @@ class AccessRecord:
     response_done: bool = False  # the caller's response was sent in full (a later disconnect is not a 499)
     kind: str = "chat"  # what was asked: "chat" (a model call), "embeddings" (gateway/relay/embeddings.py)
     usage_estimated: bool = False  # input_tokens is the gateway's estimate: the upstream reported none
+    cache: str | None = None  # the response cache: hit | miss | bypass (None: [cache] off)
+    cost_saved_usd: float | None = None  # a cache hit: what the answer cost when it was first paid for
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
@@ -159,6 +161,17 @@ class Metrics:
             registry=r,
         )
 
+        self.cache_requests = Counter(
+            "gateway_cache_requests", "Response cache lookups by route and result", ["route", "result"], registry=r
+        )
+        self.cache_saved = Counter("gateway_cache_saved_usd", "Spend the response cache saved, in USD", registry=r)
+        self.cached_input = Counter(
+            "gateway_cached_input_tokens",
+            "Input tokens the upstream read from its prompt cache, by route and target (provider:model)",
+            ["route", "target"],
+            registry=r,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -231,15 +244,19 @@ class Observer:
         m.duration.labels(record.dialect, provider).observe(record.duration_ms / 1000)
         if record.ttfb_ms is not None:
             m.ttfb.labels(record.dialect, provider).observe(record.ttfb_ms / 1000)
-        for kind, value in (
-            ("input", record.input_tokens),
-            ("output", record.output_tokens),
-            ("cache_read", record.cache_read_tokens),
-            ("cache_write", record.cache_write_tokens),
-            ("reasoning", record.reasoning_tokens),
-        ):
-            if value:
-                m.tokens.labels(provider, kind).inc(value)
+        if record.cache != "hit":  # a replayed answer's tokens were counted once, when it was first paid for
+            for kind, value in (
+                ("input", record.input_tokens),
+                ("output", record.output_tokens),
+                ("cache_read", record.cache_read_tokens),
+                ("cache_write", record.cache_write_tokens),
+                ("reasoning", record.reasoning_tokens),
+            ):
+                if value:
+                    m.tokens.labels(provider, kind).inc(value)
+            if record.cache_read_tokens:
+                target = f"{provider}:{record.upstream_model or ''}"
+                m.cached_input.labels(record.route or "", target).inc(record.cache_read_tokens)
         for name in record.dropped:
             m.dropped.labels(provider, name).inc()
         for attempt in record.attempts:

@@ -22,7 +22,7 @@ TTFT_SAMPLES = 2000
 FIELDS = (
     "request_id", "dialect", "path", "key", "route", "provider", "upstream_dialect", "upstream_model", "model", "stream",
     "status", "ttfb_ms", "duration_ms", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-    "reasoning_tokens", "stop_reason", "error_kind", "cost_usd", "kind",
+    "reasoning_tokens", "stop_reason", "error_kind", "cost_usd", "kind", "cache", "cost_saved_usd",
 )  # fmt: skip
 
 
@@ -65,7 +65,7 @@ class Bucket:
         self.ttfts: list[float] = []
         self.by_model: dict[
             tuple[str, str], list[Any]
-        ] = {}  # (provider, model) -> [requests, input, output, cost or None]
+        ] = {}  # (provider, model) -> [requests, input, output, cost or None, cached input, cache hits]
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -98,10 +98,14 @@ class Recent:
             key = (record.provider, record.upstream_model or record.model or "")
             row = bucket.by_model.get(key)
             if row is None:
-                row = bucket.by_model[key] = [0, 0, 0, None]  # cost None until a priced request: never a silent 0
+                row = bucket.by_model[key] = [0, 0, 0, None, 0, 0]  # cost None until priced: never a silent 0
             row[0] += 1
-            row[1] += record.input_tokens or 0
-            row[2] += record.output_tokens or 0
+            if record.cache == "hit":  # answered by the response cache: no upstream tokens
+                row[5] += 1
+            else:
+                row[1] += record.input_tokens or 0
+                row[2] += record.output_tokens or 0
+                row[4] += record.cache_read_tokens or 0
             if line["cost_usd"] is not None:
                 row[3] = (row[3] or 0.0) + line["cost_usd"]
 
@@ -138,12 +142,14 @@ class Recent:
             errors += b.errors
             ttfts += b.ttfts
             for k, row in b.by_model.items():
-                acc = totals.setdefault(k, [0, 0, 0, None])
-                for i in range(3):
+                acc = totals.setdefault(k, [0, 0, 0, None, 0, 0])
+                for i in (0, 1, 2, 4, 5):
                     acc[i] += row[i]
                 if row[3] is not None:
                     acc[3] = (acc[3] or 0.0) + row[3]
         last = live[-1] if live and live[-1].minute == now_minute else None
+        input_total = sum(r[1] for r in totals.values())
+        cached_total = sum(r[4] for r in totals.values())
         return {
             "now": time.time(),
             "requests": requests,
@@ -152,6 +158,9 @@ class Recent:
             "rps_now": round(last.requests / max(1.0, time.time() - now_minute * 60), 3) if last else 0.0,
             "ttft_p50": _percentile(ttfts, 0.5),
             "ttft_p95": _percentile(ttfts, 0.95),
+            # the share of input tokens upstreams read from their prompt caches; and exact repeats answered here
+            "input_cache_hit_rate": round(cached_total / input_total, 4) if input_total else None,
+            "response_cache_hits": sum(r[5] for r in totals.values()),
             "series": series,
             "by_model": [
                 {
@@ -160,6 +169,9 @@ class Recent:
                     "requests": int(r[0]),
                     "input_tokens": int(r[1]),
                     "output_tokens": int(r[2]),
+                    "cached_input_tokens": int(r[4]),
+                    "input_cache_hit_rate": round(r[4] / r[1], 4) if r[1] else None,
+                    "response_cache_hits": int(r[5]),
                     "cost_usd": None if r[3] is None else round(r[3], 9),
                 }
                 for (p, m), r in sorted(totals.items(), key=lambda kv: -kv[1][0])

@@ -169,6 +169,8 @@ EXCLUDED = {
     "dialect": "bookkeeping: the caller's dialect",
     "headers": "provider headers (anthropic-beta): forwarded to the same dialect only",
     "session": "the caller's x-session-id: read by routing (affinity) to pick a target, never sent upstream",
+    "prompt_cache_key": "OpenAI's prompt-cache routing hint: sent to OpenAI upstreams, read by affinity; "
+    "the answer does not depend on it, so a dialect without the field loses nothing",
     "key_name": "bookkeeping: the named key that owns what this request stores (gateway/relay/stateful.py), never sent upstream",
     "store_here": "bookkeeping: the caller's store is the gateway's own (a stored dialect), read with store by carry.USES",
 }

@@ -70,6 +70,8 @@ async function overviewPage() {
       stat("Error rate", fmt.pct(o.error_rate), "error_rate"),
       stat("TTFT p50", fmt.ms(o.ttft_p50), "ttft_p50"),
       stat("TTFT p95", fmt.ms(o.ttft_p95), "ttft_p95"),
+      stat("Input cache hit rate", o.input_cache_hit_rate === null ? "–" : fmt.pct(o.input_cache_hit_rate), "input_cache_hit_rate"),
+      stat("Response cache hits", fmt.n(o.response_cache_hits), "response_cache_hits"),
     );
     const xs = o.series.map((p) => p.minute);
     charts.replaceChildren(
@@ -85,9 +87,11 @@ async function overviewPage() {
       ], fmt.n),
     );
     table.replaceChildren(h("table", {},
-      h("thead", {}, h("tr", {}, ["Provider", "Model", "Requests", "Input tokens", "Output tokens", "Cost"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ["Provider", "Model", "Requests", "Input tokens", "Cached input", "Output tokens", "Cost"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, o.by_model.map((r) => h("tr", {}, h("td", {}, r.provider), h("td", {}, r.model), h("td", { class: "num" }, fmt.n(r.requests)),
-        h("td", { class: "num" }, fmt.n(r.input_tokens)), h("td", { class: "num" }, fmt.n(r.output_tokens)), h("td", { class: "num" }, fmt.usd(r.cost_usd))))),
+        h("td", { class: "num" }, fmt.n(r.input_tokens)),
+        h("td", { class: "num" }, r.input_cache_hit_rate === null ? "–" : `${fmt.n(r.cached_input_tokens)} (${fmt.pct(r.input_cache_hit_rate)})`),
+        h("td", { class: "num" }, fmt.n(r.output_tokens)), h("td", { class: "num" }, fmt.usd(r.cost_usd))))),
     ));
     view.dataset.updated = String(o.now);
   };
@@ -100,7 +104,7 @@ const COLUMNS = [
   ["Target", (r) => (r.provider ? `${r.provider}/${r.upstream_model ?? ""}` : "–")], ["Model", (r) => r.model ?? "–"],
   ["Status", (r) => (r.error_kind ? `${r.status} ${r.error_kind}` : r.status)], ["TTFT", (r) => fmt.ms(r.ttfb_ms)],
   ["Duration", (r) => fmt.ms(r.duration_ms)], ["Tokens in/out", (r) => `${fmt.n(r.input_tokens)} / ${fmt.n(r.output_tokens)}`],
-  ["Cost", (r) => fmt.usd(r.cost_usd)], ["Stop", (r) => r.stop_reason ?? "–"],
+  ["Cost", (r) => (r.cache === "hit" ? `cache hit (saved ${fmt.usd(r.cost_saved_usd)})` : fmt.usd(r.cost_usd))], ["Stop", (r) => r.stop_reason ?? "–"],
 ];
 
 async function requestsPage(params) {

@@ -75,3 +75,20 @@ def claude_thinking_refusal(req: ChatRequest, lacks_signed: Callable[[], bool], 
     if lacks_signed():
         return f"an assistant tool-call turn has no {signed_by}-signed thinking block"
     return None
+
+
+# The shortest prefix Anthropic caches, in tokens (its prompt-caching docs, "Cache limitations"):
+# a breakpoint before that is ignored. First matching glob wins; else 1024 (Sonnet 4.5, Opus 4.1, 4, 3.7 …).
+MIN_CACHEABLE = (
+    ("*claude-opus-4-5*", 4096),
+    ("*claude-opus-4-6*", 4096),
+    ("*claude-haiku-4-5*", 4096),
+    ("*claude-sonnet-4-6*", 2048),
+    ("*claude-3-5-haiku*", 2048),
+    ("*claude-3-haiku*", 2048),
+    ("*claude-haiku-3*", 2048),
+)
+
+
+def min_cacheable_tokens(model: str) -> int:
+    return next((n for glob, n in MIN_CACHEABLE if fnmatchcase(model, glob)), 1024)

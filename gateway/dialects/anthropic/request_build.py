@@ -47,6 +47,7 @@ from gateway.ir import (
 )
 
 from . import models
+from .auto_cache import place_breakpoints
 from .schema import for_anthropic
 
 DIALECT = "anthropic"
@@ -357,6 +358,8 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     elif req.user:
         body["metadata"] = {"user_id": req.user}
     body.update(extras)
+    if options.auto_cache:
+        place_breakpoints(body, upstream_model)
     body["stream"] = options.stream
     headers: dict[str, str] = {}
     beta = _beta_header(req, options)

@@ -174,6 +174,8 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     response_format = _response_format(req.response_format)
     if response_format is not None:
         body["response_format"] = response_format
+    if req.prompt_cache_key is not None:  # from any OpenAI caller (Chat or Responses: the same field)
+        body["prompt_cache_key"] = req.prompt_cache_key
     for key, value in req.extras.get(DIALECT, {}).items():
         body.setdefault(key, value)
     if options.stream:

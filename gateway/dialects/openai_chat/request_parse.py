@@ -52,7 +52,7 @@ KNOWN = frozenset(
     {
         "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "max_tokens",
         "max_completion_tokens", "temperature", "top_p", "stop", "stream", "stream_options", "user",
-        "metadata", "reasoning_effort", "response_format", "n", "store",
+        "metadata", "reasoning_effort", "response_format", "n", "store", "prompt_cache_key",
     }
 )  # fmt: skip
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -340,6 +340,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.user = get_str(body, "user", "user")
     req.metadata = get_dict(body, "metadata", "metadata")
     req.store = get_bool(body, "store", "store")
+    req.prompt_cache_key = get_str(body, "prompt_cache_key", "prompt_cache_key")
     effort = get_str(body, "reasoning_effort", "reasoning_effort")
     if effort is not None:
         if effort not in EFFORTS:

@@ -101,6 +101,8 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     if req.user and extras.get("safety_identifier") != req.user:
         body["user"] = openai_user(req.user)
 
+    if req.prompt_cache_key is not None:  # from any OpenAI caller (Chat or Responses: the same field)
+        body["prompt_cache_key"] = req.prompt_cache_key
     for key, value in extras.items():
         if key not in INTERNAL and key != "include":
             body[key] = value

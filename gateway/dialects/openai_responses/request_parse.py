@@ -48,7 +48,6 @@ FILE_ID_SCHEME = "openai-file://"  # an OpenAI file id inside an ImagePart/FileP
 # Fields with no IR slot that a Responses upstream understands: kept without a warning.
 PASSTHROUGH = (
     "include",
-    "prompt_cache_key",
     "prompt_cache_retention",
     "client_metadata",
     "truncation",
@@ -61,6 +60,7 @@ PASSTHROUGH = (
 )
 HANDLED = {
     "model",
+    "prompt_cache_key",
     "input",
     "instructions",
     "tools",
@@ -139,6 +139,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     req.thinking = _parse_reasoning(get_dict(body, "reasoning", "reasoning"), extras)
     _parse_text(get_dict(body, "text", "text"), req, extras)
 
+    req.prompt_cache_key = get_str(body, "prompt_cache_key", "prompt_cache_key")
     include = body.get("include")
     if include is not None and not (isinstance(include, list) and all(isinstance(x, str) for x in include)):
         raise invalid("include: expected an array of strings", param="include")
