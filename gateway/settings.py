@@ -289,6 +289,9 @@ class RouteSettings(BaseModel):
     affinity: Literal["none", "session"] = "none"
     affinity_ttl_seconds: float = Field(default=3600.0, gt=0)  # an idle session forgets its target after this
     cooldown_seconds: float = Field(default=30.0, ge=0)  # a target failing before the first byte is skipped this long
+    # The longest one request waits on upstreams' say-so (Retry-After before a retry, a target cooled
+    # before it recovering); a longer wait is the caller's 429/503 with Retry-After at once (docs/routing-failures.md).
+    max_wait_seconds: float = Field(default=10.0, ge=0)
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
 
 

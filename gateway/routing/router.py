@@ -40,6 +40,7 @@ class Resolved:
     affinity: str = "none"
     affinity_ttl: float = 3600.0
     cooldown: float = 30.0
+    max_wait: float = 10.0  # the route's max_wait_seconds (attempts.py)
 
 
 class Router:
@@ -71,7 +72,7 @@ class Router:
             fallbacks = tuple(self._fallback(f, model) for f in route.fallbacks)
             if route.provider is not None:
                 primary = Target(route.provider, route.upstream_model or model)
-                return Resolved(route.model, (primary, *fallbacks), route.stream_usage)
+                return Resolved(route.model, (primary, *fallbacks), route.stream_usage, max_wait=route.max_wait_seconds)
             pool = tuple(Target(t.provider, t.upstream_model or model, t.weight, t.rpm, t.tpm) for t in route.targets)
             return Resolved(
                 route.model,
@@ -83,6 +84,7 @@ class Router:
                 affinity=route.affinity,
                 affinity_ttl=route.affinity_ttl_seconds,
                 cooldown=route.cooldown_seconds,
+                max_wait=route.max_wait_seconds,
             )
         provider, sep, upstream = model.partition("/")
         if sep and provider in self._providers and upstream:
