@@ -210,3 +210,21 @@ def test_errors_in_three_caller_dialects(deployments: Deployments) -> None:
         assert gemini.value.code == 500
         assert time.monotonic() - started < 7.5
     assert deployments.count("a") <= 3 * (MAX_RETRIES + 1) and deployments.count("b") <= 3 * (MAX_RETRIES + 1)
+
+
+@pytest.mark.parametrize(("retry_after", "max_wait", "tries"), [("1", 10.0, 2), ("20", 10.0, 1), ("1", 0.0, 1)])
+def test_a_provider_route_waits_for_a_retry_after_only_within_max_wait(
+    deployments: Deployments, retry_after: str, max_wait: float, tries: int
+) -> None:
+    """A one-provider route: a Retry-After is honoured before its retry only while it fits max_wait_seconds;
+    else the caller's 429 (with that Retry-After) comes at once."""
+    deployments.behaviour["a"] = Behaviour(fail=[429], retry_after=retry_after)
+    cfg = settings(deployments.url, ["up:a"]).model_dump()  # type: ignore[attr-defined]
+    cfg["routes"] = [{"model": "text", "provider": "up", "upstream_model": "a", "max_wait_seconds": max_wait}]
+    with ServerThread(create_app(Settings(**cfg))) as server:
+        reply, took = ask(server.url)
+    assert deployments.count("a") == tries
+    if tries == 2:
+        assert reply.status_code == 200 and 0.9 <= took < 2.5, took
+    else:
+        assert reply.status_code == 429 and reply.headers["retry-after"] == retry_after and took < 0.9, took
