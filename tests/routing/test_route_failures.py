@@ -225,7 +225,7 @@ def test_errors_in_three_caller_dialects(deployments: Deployments, call: Any, er
         took = time.monotonic() - started
     assert getattr(info.value, "status_code", getattr(info.value, "code", None)) == 500
     assert deployments.count("a") <= MAX_RETRIES + 1 and deployments.count("b") <= MAX_RETRIES + 1
-    assert took < 2.5, took
+    assert took < 5.0, took
 
 
 @pytest.mark.parametrize(("retry_after", "max_wait", "tries"), [("1", 10.0, 2), ("20", 10.0, 1), ("1", 0.0, 1)])
