@@ -1,7 +1,7 @@
 """Configuration: the TOML file of CONTRACT.md, validated by pydantic-settings, overridable by env.
 
-Precedence, highest first: ``GATEWAY_*`` environment variables (``__`` nests: ``GATEWAY_SERVER__PORT``),
-then the TOML file, then the defaults below. Without a file the embedded default runs: the ``demo``
+Precedence, highest first: ``GATEWAY_*`` environment variables (``__`` nests: ``GATEWAY_SERVER__PORT``;
+which names count is :class:`SettingsEnv`'s rule), then the TOML file, then the defaults below. Without a file the embedded default runs: the ``demo``
 provider plus a real provider for each of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
 ``GEMINI_API_KEY`` present in the environment.
 """
@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 Dialect = str  # a name in gateway/dialects/registry.py (checked by ProviderSettings._known_dialect), or the demo's
 # "asked": an OpenAI chat stream carries its usage chunk only with stream_options.include_usage;
@@ -284,6 +290,9 @@ class RouteSettings(BaseModel):
     affinity: Literal["none", "session"] = "none"
     affinity_ttl_seconds: float = Field(default=3600.0, gt=0)  # an idle session forgets its target after this
     cooldown_seconds: float = Field(default=30.0, ge=0)  # a target failing before the first byte is skipped this long
+    # The longest one request waits on upstreams' say-so (Retry-After before a retry, a target cooled
+    # before it recovering); a longer wait is the caller's 429/503 with Retry-After at once (docs/routing-failures.md).
+    max_wait_seconds: float = Field(default=10.0, ge=0)
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
     task_type: str | None = None  # embeddings: the task type when the caller sent none (docs/embeddings.md)
     cache: bool = True  # false: the [cache] never answers nor keeps this route's requests
@@ -365,6 +374,69 @@ class TelemetrySettings(BaseModel):
         return value or None
 
 
+def referenced_env_names(data: Any) -> set[str]:
+    """Every variable name a ``*_env`` setting holds in ``data`` (the file's contents, nested tables and
+    arrays of tables included): ``keys_env``, ``key_env`` of ``[admin]`` and ``[[keys]]``, ``api_key_env``
+    and any such field added later (a ``*_env`` field whose value is a string; ``trust_env`` is a bool)."""
+    names: set[str] = set()
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and key.endswith("_env") and isinstance(value, str) and value:
+                names.add(value)
+            else:
+                names |= referenced_env_names(value)
+    elif isinstance(data, list):
+        for item in data:
+            names |= referenced_env_names(item)
+    return names
+
+
+def _default_env_names(model: type[BaseModel]) -> set[str]:
+    """The ``*_env`` defaults of ``model`` and the sections under it (``[auth] keys_env = "GATEWAY_KEYS"``)."""
+    names: set[str] = set()
+    for name, field in model.model_fields.items():
+        if name.endswith("_env") and isinstance(field.default, str) and field.default:
+            names.add(field.default)
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            names |= _default_env_names(section)
+    return names
+
+
+class SettingsEnv(EnvSettingsSource):
+    """The ``GATEWAY_*`` environment as settings, by one rule: a variable is a setting only when it names
+    a field inside a section, ``GATEWAY_<SECTION>__<FIELD>[__…]`` (``GATEWAY_SERVER__PORT``,
+    ``GATEWAY_STORE__URL``), and never when a ``*_env`` setting names it (in the file, in the
+    environment, or by default).
+
+    Why: every top-level setting is a section or a list of tables, so a bare ``GATEWAY_<NAME>`` is never
+    meant as one — it is a secret or a pointer that merely shares the prefix: ``GATEWAY_KEYS`` (the
+    default ``[auth] keys_env``) would otherwise be parsed as the ``[[keys]]`` list and stop every
+    command, ``GATEWAY_ADMIN=…`` would replace ``[admin]``, ``GATEWAY_CONFIG`` and ``GATEWAY_KEY`` /
+    ``GATEWAY_ADMIN_KEY`` are read by name elsewhere. And a variable holding a key is read as that key
+    only by the setting that names it, even when it looks nested (``key_env = "GATEWAY_ADMIN__KEY"``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], file_data: dict[str, Any]) -> None:
+        self._file_data = file_data
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> dict[str, str | None]:
+        loaded = super()._load_env_vars()
+        prefix = self.env_prefix if self.case_sensitive else self.env_prefix.lower()
+        nested = {
+            name: value
+            for name, value in loaded.items()
+            if name.startswith(prefix)
+            and self.env_nested_delimiter
+            and self.env_nested_delimiter in name[len(prefix) :]
+        }
+        overridden = {value for name, value in nested.items() if name.endswith("_env") and value}
+        referenced = referenced_env_names(self._file_data) | _default_env_names(self.settings_cls) | overridden
+        if not self.case_sensitive:
+            referenced = {name.lower() for name in referenced}
+        return {name: value for name, value in nested.items() if name not in referenced}
+
+
 class Settings(BaseSettings):
     # hide_input_in_errors: a config error names the field and the rule, never echoes values (an
     # inline api_key is one)
@@ -394,8 +466,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The environment beats the file (init kwargs carry the file's contents).
-        return (env_settings, init_settings)
+        # The environment beats the file (init kwargs carry the file's contents); SettingsEnv says which
+        # variables are settings.
+        file_data = init_settings.init_kwargs if isinstance(init_settings, InitSettingsSource) else {}
+        return (SettingsEnv(settings_cls, file_data), init_settings)
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Settings:

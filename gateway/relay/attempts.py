@@ -172,6 +172,16 @@ class _Opening:
     attempts: list[Attempt]
     trace: RequestTrace | None
     failures: _Failures = field(default_factory=_Failures)
+    max_wait: float = 10.0  # the route's max_wait_seconds: all this request may wait on upstreams' say-so
+    waited: float = 0.0  # what it waited so far (Retry-After before retries, recoveries)
+    tried: set[str] = field(default_factory=set)  # the targets this request sent to (never sent to again)
+
+    def may_wait(self, seconds: float) -> bool:
+        """Whether a wait of ``seconds`` still fits ``max_wait``; if so it is counted as waited."""
+        if self.waited + seconds > self.max_wait:
+            return False
+        self.waited += seconds
+        return True
 
 
 async def _attempt(
@@ -316,10 +326,14 @@ async def open_upstream(
     ``trace`` (telemetry on): each attempt is a CLIENT span of the request's trace.
     No target answered: ``AttemptsFailed``, the caller's error with every attempt made."""
     op = _Opening(providers, req, passthrough_dialect, stream_upstream, [] if attempts is None else attempts, trace)
+    op.max_wait = resolved.max_wait
     try:
         if routing is not None and resolved.balanced:
             return await _open_balanced(op, resolved, routing)
         for fallback, target in enumerate(resolved.targets):
+            if target.key in op.tried:
+                continue  # a fallback naming a target this request already failed on
+            op.tried.add(target.key)
             opened = await _try_target(op, target, fallback=fallback)
             if isinstance(opened, Opened):
                 return opened
@@ -368,8 +382,10 @@ async def _try_target(
                 raise  # open_upstream hands it on with the attempts
             delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
             if err.retry_after is not None:
-                if err.retry_after > provider.settings.max_retry_after:
-                    break  # too long to wait: next fallback
+                if number + 1 < tries and (
+                    err.retry_after > provider.settings.max_retry_after or not op.may_wait(err.retry_after)
+                ):
+                    break  # too long to wait (the provider's max_retry_after, the route's max_wait_seconds): move on
                 delay = max(delay, err.retry_after)
             if number + 1 < tries:
                 log.info("retrying %s after %s (%.2fs)", provider.name, err.kind, delay)
@@ -390,15 +406,20 @@ async def _try_target(
 
 
 async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> Opened:
-    """A route over several targets: each healthy target once, in the strategy's order (the
-    session's target first); a failure cools the target and moves on at once (the others are the
-    retry; the last healthy one gets its provider's ``max_retries``). When every target is cooling, wait for the first to recover if that falls within the
-    first-byte budget, else go to the fallbacks, else answer 429/503 with ``Retry-After``."""
-    began = time.monotonic()
-    req, attempts, failures = op.req, op.attempts, op.failures
-    budget = op.providers[resolved.targets[0].provider].settings.first_byte_timeout
-    tried: set[str] = set()
+    """A route over several targets (docs/routing-failures.md). Each healthy target once, in the
+    strategy's order (the session's target first); a failure cools the target and moves on at once
+    (the others are the retry; the last healthy one gets its provider's ``max_retries``). A target
+    this request sent to is never sent to again by it. When every pool target has failed for this
+    request or is cooling, the fallbacks come next, each with its provider's retries. Only when none
+    is left does the request wait for the earliest recovery of a target it has not tried (one that
+    cooled before it: earlier requests' failures, a 429's Retry-After), and only if that wait fits
+    the route's ``max_wait_seconds``; else the caller gets the last upstream error, or 429/503 with
+    ``Retry-After`` when the targets are cooling, at once."""
+    req, failures, tried = op.req, op.failures, op.tried
+    pool = resolved.targets[: resolved.pool]
     last: GatewayError | None = None
+    awaited: set[str] = set()  # targets waited for (each at most once: the loop ends)
+    fallbacks_done = False
     while True:
         plan = await routing.plan(req, resolved, tried)
         for number, target in enumerate(plan.candidates):
@@ -415,30 +436,38 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
                 await routing.ended(resolved, target, None, hold)
                 raise
             if isinstance(opened, Opened):
-                await routing.served(resolved, target, plan, attempts[-1].ms / 1000)
+                await routing.served(resolved, target, plan, op.attempts[-1].ms / 1000)
                 opened.on_close = lambda usage, t=target, h=hold: routing.ended(resolved, t, usage, h)
                 return opened
             await routing.ended(resolved, target, None, hold)
             if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)
                 await routing.failed(resolved, target, opened.kind, opened.retry_after)
                 last = opened
-        # Nothing healthy left to try now: wait for the first recovery, if it comes in time.
-        left = await routing.cooling(resolved.targets[: resolved.pool])
-        recovery = min((s for s in left if s > 0), default=None)
-        if recovery is not None and time.monotonic() - began + recovery <= budget:
-            log.info("every target of %s is cooling: waiting %.2fs for the first to recover", resolved.route, recovery)
-            await asyncio.sleep(recovery + 0.001)
-            tried.clear()
-            continue
+        if not fallbacks_done:
+            fallbacks_done = True
+            for fallback, target in enumerate(resolved.targets[resolved.pool :], 1):
+                if target.key in tried:
+                    continue
+                tried.add(target.key)
+                opened = await _try_target(op, target, fallback=fallback)
+                if isinstance(opened, Opened):
+                    return opened
+                last = opened or last
+        # Nothing left to try now: wait for a target this request has not tried, if it recovers in time.
+        left = await routing.cooling(pool)
+        waits = [(s, t.key) for t, s in zip(pool, left) if s > 0 and t.key not in tried and t.key not in awaited]
+        if waits:
+            wait, key = min(waits)
+            if op.may_wait(wait):
+                log.info("every target of %s is cooling: waiting %.2fs for %s to recover", resolved.route, wait, key)
+                awaited.add(key)
+                await asyncio.sleep(wait + 0.001)
+                continue
         break
-    for fallback, target in enumerate(resolved.targets[resolved.pool :], 1):
-        opened = await _try_target(op, target, fallback=fallback)
-        if isinstance(opened, Opened):
-            return opened
-        last = opened or last
+    recovery = min((s for s in left if s > 0), default=None)
     if last is None and failures.refused is not None:
         raise failures.final()  # no target can carry the request: the refusal is the answer
-    if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded") or not tried):
+    if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded")):
         err = GatewayError(
             "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",
             f"every target of {resolved.route!r} is cooling down after failures; retry in {math.ceil(recovery)}s",

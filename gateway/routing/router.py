@@ -42,6 +42,7 @@ class Resolved:
     cooldown: float = 30.0
     task_type: str | None = None  # the route's embeddings task type for callers that send none
     cache: bool = True  # the route's ``cache``: false keeps the response cache out of it
+    max_wait: float = 10.0  # the route's max_wait_seconds (attempts.py)
 
 
 class Router:
@@ -74,7 +75,12 @@ class Router:
             if route.provider is not None:
                 primary = Target(route.provider, route.upstream_model or model)
                 return Resolved(
-                    route.model, (primary, *fallbacks), route.stream_usage, task_type=route.task_type, cache=route.cache
+                    route.model,
+                    (primary, *fallbacks),
+                    route.stream_usage,
+                    task_type=route.task_type,
+                    cache=route.cache,
+                    max_wait=route.max_wait_seconds,
                 )
             pool = tuple(Target(t.provider, t.upstream_model or model, t.weight, t.rpm, t.tpm) for t in route.targets)
             return Resolved(
@@ -89,6 +95,7 @@ class Router:
                 cooldown=route.cooldown_seconds,
                 task_type=route.task_type,
                 cache=route.cache,
+                max_wait=route.max_wait_seconds,
             )
         provider, sep, upstream = model.partition("/")
         if sep and provider in self._providers and upstream:

@@ -167,15 +167,19 @@ def test_retry_after_longer_than_the_cooldown_wins(deployments: Deployments) -> 
 
 
 def test_all_targets_cooling_waits_for_the_first_recovery(deployments: Deployments) -> None:
+    """The wait is for targets that cooled before the request (docs/routing-failures.md): the first
+    request cools both and is answered at once; the next waits for the first to recover."""
     deployments.behaviour["a"] = Behaviour(fail=[429], retry_after="1")
     deployments.behaviour["b"] = Behaviour(fail=[429], retry_after="2")
     with gateway(deployments, ["a", "b"], strategy="ordered", cooldown_seconds=0.1) as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        with pytest.raises(openai.RateLimitError):
+            client.chat.completions.create(model="text", messages=[{"role": "user", "content": "hi"}])
         started = time.monotonic()
         answer = client.chat.completions.create(model="text", messages=[{"role": "user", "content": "hi"}])
         waited = time.monotonic() - started
     assert answer.choices[0].message.content == "from a"  # the first to recover
-    assert 0.9 <= waited < 1.9, waited
+    assert 0.8 <= waited < 1.9, waited
     assert deployments.hits == ["a", "b", "a"]
 
 
