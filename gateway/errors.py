@@ -42,6 +42,13 @@ STATUS_BY_KIND: dict[str, int] = {
 }
 
 
+# HTTP statuses no wait can heal: the credentials were refused (401), the account must pay (402:
+# Anthropic's billing_error, DeepSeek's "Insufficient Balance", OpenRouter's credits), or is not
+# allowed (403: a region, a disabled project, a key without access). Each dialect's errors.py adds
+# the codes its providers use for the same on other statuses (OpenAI's 429 insufficient_quota …).
+LASTING_STATUSES = frozenset({401, 402, 403})
+
+
 def kind_for_status(status: int) -> str:
     """The error kind an upstream HTTP status stands for."""
     if status == 400 or status == 422:
@@ -76,6 +83,7 @@ class GatewayError(Exception):
         origin: str | None = None,
         param: str | None = None,
         retry_after: float | None = None,
+        lasting: bool = False,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -85,6 +93,15 @@ class GatewayError(Exception):
         self.origin = origin
         self.param = param
         self.retry_after = retry_after
+        # Set by the dialect that decoded the error (its errors.py knows its providers' codes):
+        # True when waiting cannot heal it (a spent account, a refused key), so the gateway does
+        # not retry it and does not cool the target as a rate limit would; the next target is tried.
+        self.lasting = lasting
+
+    @property
+    def heals_by_waiting(self) -> bool:
+        """Whether the same request to the same upstream may succeed later (see ``lasting``)."""
+        return not self.lasting
 
     def __repr__(self) -> str:
         return f"GatewayError({self.kind!r}, {self.message!r}, status={self.status})"

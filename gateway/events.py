@@ -18,6 +18,9 @@ Token meanings in ``Usage`` (one canonical reading; each codec converts at its e
   ``cache_read`` and ``cache_write`` are the parts of ``input`` read from / written to a cache.
 * ``output``: every generated token, reasoning included (OpenAI's ``completion_tokens`` meaning).
   ``reasoning`` is the part of ``output`` spent thinking.
+* ``tool_use``: the part of ``input`` that server-side tools fed the model (Google Search results:
+  Interactions' ``total_tool_use_tokens``, Gemini's ``toolUsePromptTokenCount``). Input the model
+  read, so counted (and billed) in ``input``, and kept apart so a caller that can show it does.
 * ``None`` means "the upstream did not say": never silently zero.
 """
 
@@ -89,6 +92,7 @@ class Usage:
     cache_read: int | None = None
     cache_write: int | None = None
     reasoning: int | None = None
+    tool_use: int | None = None
 
 
 @dataclass(slots=True)
@@ -110,6 +114,7 @@ class StreamError:
     message: str
     status: int = 502
     raw: str | None = None
+    lasting: bool = False  # waiting cannot heal it (``GatewayError.lasting``): set by the dialect's decoder
 
 
 Event = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -147,6 +148,27 @@ def warn_unknown(dialect: str, what: str) -> None:
         if len(_warned) < 10_000:
             _warned.add(key)
         log.warning("%s: unknown %s ignored", dialect, what)
+
+
+# The provider whose answer is being decoded: set by the event source around each decode
+# (gateway/upstream/source.py), so a decoder's warning can name the provider (a decoder knows only
+# its dialect, and one dialect has many providers: xAI, Mistral, DeepSeek … all speak Chat).
+UPSTREAM: ContextVar[str | None] = ContextVar("gateway_upstream", default=None)
+
+_upstream_warned: set[tuple[str, str, str]] = set()
+
+
+def warn_upstream(dialect: str, key: str, message: str) -> None:
+    """Log that an upstream's answer contradicts itself (usage parts that do not add up to its
+    total, a final text that is not what its deltas said), naming the provider. ``key`` names the
+    kind of contradiction: the first of each kind per provider is a warning, later ones are debug
+    lines, so a provider that always does it does not flood the log."""
+    provider = UPSTREAM.get() or "?"
+    seen = (provider, dialect, key)
+    level = logging.DEBUG if seen in _upstream_warned else logging.WARNING
+    if level == logging.WARNING and len(_upstream_warned) < 10_000:
+        _upstream_warned.add(seen)
+    log.log(level, "upstream %s (%s): %s", provider, dialect, message)
 
 
 def openai_user(user: str) -> str:

@@ -17,7 +17,10 @@ rules. Each piece lives here once; a decoder keeps only what is true of its own 
   as the contract allows.
 * ``count``: a token count as an ``int``, or ``None`` (not reported) — never a silent zero.
 * ``as_dict`` / ``as_list``: a field read as the type it should have, else empty.
+* ``usage_mismatch``: the warning for a usage record whose parts do not add up to its total.
 * ``prompt_side``: the part of a ``Usage`` known before the answer (for early usage).
+* ``final_rest``: what a final event's whole text adds to the deltas already sent, only when the
+  deltas are its prefix (a final text that disagrees never splices a fragment onto them).
 
 A dialect's ``usage.py`` and ``stop_reasons.py`` expose the same verbs in every package:
 ``convert_usage`` (wire object → ``Usage | None``) / ``render_usage`` (``Usage`` → wire object), and
@@ -33,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from gateway.dialects.common import warn_upstream
 from gateway.events import (
     BlockKind,
     BlockStart,
@@ -105,11 +109,29 @@ def count(value: object) -> int | None:
     return None
 
 
+def final_rest(sent: str, final: str) -> str | None:
+    """What a final event's full text (Responses ``output_text.done``, ``function_call_arguments.done``)
+    adds to what the deltas already sent: the rest when the deltas are its prefix (``""`` when
+    they said it all), ``None`` when the two disagree. Then the caller keeps what was sent and
+    reports the mismatch: the deltas are already on the caller's screen, and splicing the final
+    text's tail onto a different beginning would put a fragment in the middle of a word."""
+    if final.startswith(sent):
+        return final[len(sent) :]
+    return None
+
+
+def usage_mismatch(dialect: str, total_field: str, total: int, parts: dict[str, int | None]) -> None:
+    """An upstream usage record whose parts do not add up to the total it reports: a warning
+    naming the provider (its convention is not one the dialect's ``usage.py`` knows)."""
+    said = ", ".join(f"{name}={value}" for name, value in parts.items() if value is not None)
+    warn_upstream(dialect, f"usage {total_field}", f"usage parts ({said}) do not add up to {total_field}={total}")
+
+
 def prompt_side(usage: Usage) -> Usage:
     """What a usage says of the prompt: sent early, before the answer, by decoders whose upstream
     states the prompt's counts on its first chunk. Output counts so far are left out: clients that
     add the start's output to the end's would count them twice."""
-    return Usage(input=usage.input, cache_read=usage.cache_read)
+    return Usage(input=usage.input, cache_read=usage.cache_read, tool_use=usage.tool_use)
 
 
 class Blocks:

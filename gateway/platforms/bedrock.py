@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import httpx
 import orjson
 
-from gateway.errors import GatewayError, kind_for_status
+from gateway.errors import LASTING_STATUSES, GatewayError, kind_for_status
 from gateway.framing.base import Framer
 from gateway.framing.eventstream import EXCEPTIONS, EventStreamDecoder, as_frame
 from gateway.platforms.aws_auth import SigV4
@@ -117,7 +117,14 @@ class Bedrock(CloudPlatform):
             if isinstance(message, str) and message
             else body[:2000].decode("utf-8", "replace") or f"HTTP {status}"
         )
-        return GatewayError(kind, f"Bedrock {etype or status}: {text}", code, raw=etype or None, origin="bedrock")
+        return GatewayError(
+            kind,
+            f"Bedrock {etype or status}: {text}",
+            code,
+            raw=etype or None,
+            origin="bedrock",
+            lasting=status in LASTING_STATUSES,  # AccessDenied, UnrecognizedClient: no wait heals them
+        )
 
     def credential_source(self, s: ProviderSettings) -> str:
         if s.api_key is not None:

@@ -4,7 +4,10 @@ An attempt succeeds once the upstream answered 2xx *and* its first content-beari
 decoded; only then does the caller's response start. Connect errors, timeouts to first byte,
 429, 5xx, and an in-stream error or cut before any content are retried with jittered backoff
 (honouring ``Retry-After``), then the route's fallbacks are tried in order — each may speak
-another dialect, since the request is rebuilt from the IR for every attempt.
+another dialect, since the request is rebuilt from the IR for every attempt. An error no wait
+heals (``GatewayError.lasting``, set by the dialect that decoded it: a spent account's 429
+``insufficient_quota``, a billing error, a refused key) is not retried: the next target or
+fallback is tried at once, and the target is not cooled as for a rate limit.
 """
 
 from __future__ import annotations
@@ -236,6 +239,7 @@ async def _attempt(
                         "bad_gateway",
                         f"upstream {provider.name} rejected the gateway's credentials: {err.message}",
                         502,
+                        lasting=True,  # a refused key does not heal by waiting: no retry, no cooldown
                     )
                 raise err
             source = HttpEventSource(provider, response, codec)
@@ -271,6 +275,7 @@ async def _attempt(
             leading_error.status,
             raw=leading_error.raw,
             origin=settings.dialect,
+            lasting=leading_error.lasting,
         )
     return source, first, call.dropped
 
@@ -378,6 +383,8 @@ async def _try_target(
             if trace is not None and span is not None:
                 trace.attempt_failed(span, err)
             last = failures.last = err
+            if err.lasting:
+                break  # no wait heals it (a spent account, a refused key): the next target, at once
             if err.kind not in RETRYABLE:
                 raise  # open_upstream hands it on with the attempts
             delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
@@ -441,7 +448,7 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
                 return opened
             await routing.ended(resolved, target, None, hold)
             if opened is not None:  # (None: it cannot carry this request; nothing was sent, it stays healthy)
-                await routing.failed(resolved, target, opened.kind, opened.retry_after)
+                await routing.failed(resolved, target, opened.kind, opened.retry_after, lasting=opened.lasting)
                 last = opened
         if not fallbacks_done:
             fallbacks_done = True
@@ -467,7 +474,7 @@ async def _open_balanced(op: _Opening, resolved: Resolved, routing: Routing) -> 
     recovery = min((s for s in left if s > 0), default=None)
     if last is None and failures.refused is not None:
         raise failures.final()  # no target can carry the request: the refusal is the answer
-    if recovery is not None and (last is None or last.kind in ("rate_limit", "overloaded")):
+    if recovery is not None and (last is None or (last.kind in ("rate_limit", "overloaded") and not last.lasting)):
         err = GatewayError(
             "rate_limit" if last is None or last.kind == "rate_limit" else "overloaded",
             f"every target of {resolved.route!r} is cooling down after failures; retry in {math.ceil(recovery)}s",

@@ -234,8 +234,12 @@ class Routing:
             else:
                 await self.counters.settle([s])
 
-    async def failed(self, resolved: Resolved, target: Target, kind: str, retry_after: float | None) -> None:
+    async def failed(
+        self, resolved: Resolved, target: Target, kind: str, retry_after: float | None, *, lasting: bool = False
+    ) -> None:
         self.metrics.failed.labels(resolved.route, target.key, kind).inc()
+        if lasting:  # a spent account or a refused key: a cooldown would only say "retry in N s", wrongly
+            return
         seconds = max(resolved.cooldown, retry_after or 0.0)
         if seconds > 0:
             left = await self.shared.cool(target.key, seconds)

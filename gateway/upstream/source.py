@@ -16,6 +16,7 @@ from typing import Any, Protocol, cast
 import orjson
 
 from gateway.dialects.base import Codec, Resumable
+from gateway.dialects.common import UPSTREAM
 from gateway.events import (
     End,
     Event,
@@ -87,6 +88,13 @@ class HttpEventSource(EventSource):
         return frames
 
     async def next_batch(self, until_content: bool = False) -> list[Event]:
+        token = UPSTREAM.set(self._provider.name)  # a decoder's warnings name the provider
+        try:
+            return await self._next_batch(until_content)
+        finally:
+            UPSTREAM.reset(token)
+
+    async def _next_batch(self, until_content: bool) -> list[Event]:
         if self.is_json:
             return await self._whole()
         feed = self._decoder.feed

@@ -98,3 +98,125 @@ def test_an_openai_code_a_caller_acts_on_survives_the_round_trip() -> None:
         )
     )
     assert (status, out["error"]["type"], out["error"]["code"]) == (429, "tokens", "rate_limit_exceeded")
+
+
+# Errors no wait can heal (issue 30 item 7): each dialect's decoder says so, from its providers'
+# documented error bodies; a rate limit and a server error still heal by waiting.
+LASTING_CASES = [
+    (
+        "openai-chat",
+        429,
+        {
+            "error": {
+                "message": "You exceeded your current quota",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
+        True,
+    ),
+    (
+        "openai-chat",
+        400,
+        {
+            "error": {
+                "message": "Billing hard limit has been reached",
+                "type": "invalid_request_error",
+                "code": "billing_hard_limit_reached",
+            }
+        },
+        True,
+    ),
+    (
+        "openai-chat",
+        401,
+        {
+            "error": {
+                "message": "Incorrect API key provided",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        },
+        True,
+    ),
+    ("openai-chat", 402, {"error": {"message": "Insufficient Balance", "type": "unknown_error"}}, True),
+    (
+        "openai-chat",
+        429,
+        {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+        False,
+    ),
+    (
+        "openai-responses",
+        429,
+        {"error": {"message": "quota", "type": "insufficient_quota", "code": "insufficient_quota"}},
+        True,
+    ),
+    ("openai-responses", 500, {"error": {"message": "oops", "type": "server_error"}}, False),
+    ("anthropic", 402, {"type": "error", "error": {"type": "billing_error", "message": "billing"}}, True),
+    (
+        "anthropic",
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
+            },
+        },
+        True,
+    ),
+    ("anthropic", 429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, False),
+    ("anthropic", 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, False),
+    (
+        "gemini",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "API key not valid. Please pass a valid API key.",
+                "status": "INVALID_ARGUMENT",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                        "domain": "googleapis.com",
+                    }
+                ],
+            }
+        },
+        True,
+    ),
+    ("gemini", 403, {"error": {"code": 403, "message": "denied", "status": "PERMISSION_DENIED"}}, True),
+    ("gemini", 429, {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}, False),
+    (
+        "gemini-interactions",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "API key not valid.",
+                "status": "INVALID_ARGUMENT",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}],
+            }
+        },
+        True,
+    ),
+    ("gemini-interactions", 429, {"error": {"code": "resource_exhausted", "message": "slow down"}}, False),
+]
+
+
+@pytest.mark.parametrize("dialect,status,body,lasting", LASTING_CASES)
+def test_errors_that_cannot_heal_by_waiting(dialect: str, status: int, body: object, lasting: bool) -> None:
+    from gateway.dialects.registry import codec_for
+
+    err = codec_for(dialect).decode_error(status, orjson.dumps(body))
+    assert err.lasting is lasting
+    assert err.heals_by_waiting is not lasting
+
+
+def test_an_in_stream_spent_quota_cannot_heal_by_waiting() -> None:
+    from gateway.dialects.openai_chat.errors import stream_error
+
+    assert stream_error({"message": "quota", "type": "insufficient_quota", "code": "insufficient_quota"}).lasting
+    assert not stream_error({"message": "busy", "type": "server_error"}).lasting

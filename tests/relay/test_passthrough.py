@@ -44,8 +44,22 @@ def _files() -> list[tuple[str, Path]]:
     for folder in FOLDERS:
         for dialect in DIALECTS:
             if (folder / dialect).is_dir():
-                found += [(dialect, path) for path in sorted((folder / dialect).glob("*.sse"))]
+                found += [
+                    (dialect, path)
+                    for path in sorted((folder / dialect).glob("*.sse"))
+                    if not (dialect == "openai-chat" and _usage_on_a_choice_chunk(path))
+                ]
     return found
+
+
+def _usage_on_a_choice_chunk(path: Path) -> bool:
+    """A Chat stream whose usage rides on its finish chunk (Mistral, xAI): there the fast path adds
+    OpenAI's own ``choices: []`` usage chunk before ``[DONE]`` by design (fast_path.py), so it is not
+    a stream whose frames pass unchanged."""
+    for frame in path.read_bytes().split(b"\n\n"):
+        if b'"usage":{' in frame and b'"choices":[]' not in frame:
+            return True
+    return False
 
 
 FILES = _files()

@@ -165,7 +165,7 @@ class FakeUpstream:
         scenario = model.split("--", 1)[1] if "--" in model else WORD_SCENARIOS.get(model, "text")
         self.hits[model] = self.hits.get(model, 0) + 1
         folder = self.captures / dialect
-        if scenario in ("error_429", "error_500"):
+        if scenario.startswith(("error_429", "error_500")):  # error_429, error_429_insufficient_quota …
             await self._json(
                 send, int(scenario.split("_")[1]), orjson.loads((folder / f"{scenario}.json").read_bytes())
             )

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
+from gateway.errors import LASTING_STATUSES, STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
 
 DIALECT = "anthropic"
@@ -48,6 +48,23 @@ TYPE_BY_KIND: dict[str, str] = {
 }
 
 
+# Error types no wait can heal (Anthropic's documented errors): a refused key, a key without
+# access, and billing (402 ``billing_error``). A spent prepaid balance comes as 400
+# ``invalid_request_error`` "Your credit balance is too low to access the Anthropic API…": the
+# account, not the request, so it is lasting too (another target may serve the request).
+LASTING_TYPES = frozenset({"authentication_error", "permission_error", "billing_error"})
+_CREDIT_BALANCE = "credit balance is too low"
+
+
+def is_lasting(status: int | None, etype: str | None, message: str | None) -> bool:
+    """Whether an Anthropic error cannot heal by waiting (``LASTING_TYPES``, 401/402/403, a spent balance)."""
+    return (
+        status in LASTING_STATUSES
+        or etype in LASTING_TYPES
+        or (message is not None and _CREDIT_BALANCE in message.lower())
+    )
+
+
 def _fields(obj: Any) -> tuple[str | None, str | None]:
     """(type, message) of an Anthropic error envelope or bare error object."""
     if not isinstance(obj, dict):
@@ -76,14 +93,14 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         kind = kind_for_status(status)
     else:
         kind, status = KIND_BY_TYPE.get(etype or "", ("bad_gateway", 502))
-    return GatewayError(kind, message, status, raw=etype, origin=DIALECT)
+    return GatewayError(kind, message, status, raw=etype, origin=DIALECT, lasting=is_lasting(status, etype, message))
 
 
 def stream_error(obj: Any) -> StreamError:
     """``event: error`` inside a stream: the kind follows the error type (there is no status)."""
     etype, message = _fields(obj)
     kind, status = KIND_BY_TYPE.get(etype or "", ("api_error", 500))
-    return StreamError(kind, message or "upstream error", status, raw=etype)
+    return StreamError(kind, message or "upstream error", status, raw=etype, lasting=is_lasting(None, etype, message))
 
 
 def error_type(kind: str, raw: str | None, same_dialect: bool = False) -> str:

@@ -89,6 +89,7 @@ def _merge_usage(old: Usage, new: Usage) -> Usage:
         new.cache_read if new.cache_read is not None else old.cache_read,
         new.cache_write if new.cache_write is not None else old.cache_write,
         new.reasoning if new.reasoning is not None else old.reasoning,
+        new.tool_use if new.tool_use is not None else old.tool_use,
     )
 
 

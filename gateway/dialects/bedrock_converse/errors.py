@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
+from gateway.errors import LASTING_STATUSES, STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
 from gateway.framing.eventstream import EXCEPTIONS
 
@@ -87,8 +87,9 @@ def decode_error(status: int, body: bytes) -> GatewayError:
     raw = named.rpartition("#")[2] if isinstance(named, str) and named else EXCEPTION_BY_STATUS.get(status)
     if status == 424:
         return GatewayError("bad_gateway", message, 502, raw=raw, origin=DIALECT)
-    if 400 <= status < 600:
-        return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT)
+    if 400 <= status < 600:  # 403 AccessDeniedException / UnrecognizedClientException: no wait heals those
+        lasting = status in LASTING_STATUSES
+        return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT, lasting=lasting)
     kind, status = KIND_BY_EXCEPTION.get(_key(raw or "").lower(), ("bad_gateway", 502))
     return GatewayError(kind, message, status, raw=raw, origin=DIALECT)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import GatewayError, kind_for_status
+from gateway.errors import LASTING_STATUSES, GatewayError, kind_for_status
 
 KIND_BY_STATUS: dict[str, str] = {
     "INVALID_ARGUMENT": "invalid_request",
@@ -46,6 +46,55 @@ STATUS_BY_KIND: dict[str, str] = {
     "truncated": "UNAVAILABLE",
     "cancelled": "CANCELLED",
 }
+
+
+# What no wait heals at Google: the canonical statuses of refused credentials, and the
+# ``google.rpc.ErrorInfo`` reasons of a bad key or a project that cannot be billed — an invalid key
+# is a 400 INVALID_ARGUMENT with reason ``API_KEY_INVALID``, so the reason decides, not the status.
+# (RESOURCE_EXHAUSTED stays a rate limit: Google's quotas refill, and say when in RetryInfo.)
+LASTING_STATUS_NAMES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+LASTING_REASONS = frozenset(
+    {
+        "API_KEY_INVALID",
+        "API_KEY_EXPIRED",
+        "API_KEY_SERVICE_BLOCKED",
+        "API_KEY_HTTP_REFERRER_BLOCKED",
+        "API_KEY_IP_ADDRESS_BLOCKED",
+        "BILLING_DISABLED",
+        "BILLING_NOT_ACTIVE",
+        "CONSUMER_SUSPENDED",
+        "SERVICE_DISABLED",
+        "ACCESS_TOKEN_SCOPE_INSUFFICIENT",
+    }
+)
+
+
+def error_reasons(obj: Any) -> set[str]:
+    """The ``ErrorInfo`` reasons in a Google error object's ``details`` (also list-wrapped)."""
+    if isinstance(obj, list) and obj:
+        obj = obj[0]
+    err = obj.get("error") if isinstance(obj, dict) else None
+    details = err.get("details") if isinstance(err, dict) else None
+    return (
+        {
+            d["reason"]
+            for d in details or ()
+            if isinstance(d, dict)
+            and str(d.get("@type", "")).endswith("ErrorInfo")
+            and isinstance(d.get("reason"), str)
+        }
+        if isinstance(details, list)
+        else set()
+    )
+
+
+def is_lasting(http_status: int | None, status_name: str | None, reasons: set[str]) -> bool:
+    """Whether a Google error cannot heal by waiting (a refused key, a project without billing)."""
+    return (
+        http_status in LASTING_STATUSES
+        or (status_name is not None and status_name.upper() in LASTING_STATUS_NAMES)
+        or not reasons.isdisjoint(LASTING_REASONS)
+    )
 
 
 def error_fields(obj: Any) -> tuple[int | None, str, str | None, float | None]:
@@ -92,6 +141,7 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         raw=status_name,
         origin="gemini",
         retry_after=retry_after,
+        lasting=is_lasting(status, status_name, error_reasons(obj)),
     )
 
 

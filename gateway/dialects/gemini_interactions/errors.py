@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from gateway.dialects.gemini.errors import error_reasons, is_lasting
 from gateway.errors import GatewayError, kind_for_status
 
 DIALECT = "gemini-interactions"
@@ -87,7 +88,8 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         message = err
     if not message:
         message = body.decode("utf-8", "replace")[:2000] if body else f"upstream returned HTTP {status}"
-    return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT)
+    lasting = is_lasting(status, raw, error_reasons(obj))
+    return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT, lasting=lasting)
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

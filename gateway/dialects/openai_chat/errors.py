@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from gateway.dialects.openai_chat.ratelimit import REFUSAL_CODES
-from gateway.errors import STATUS_BY_KIND, GatewayError, kind_for_status
+from gateway.errors import LASTING_STATUSES, STATUS_BY_KIND, GatewayError, kind_for_status
 from gateway.events import StreamError
 
 DIALECT = "openai-chat"
@@ -81,6 +81,28 @@ CODES = frozenset(
         "rate_limit_exceeded",
     }
 )
+
+
+# Error types / codes OpenAI (and the compatible vendors) send for what no wait can heal: a spent
+# account (429 ``insufficient_quota``: "You exceeded your current quota, please check your plan and
+# billing details"), a hard billing limit, a refused or deactivated key, a region OpenAI does not
+# serve. Not retried, and the target is not cooled as for a rate limit (gateway/relay/attempts.py).
+LASTING_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "invalid_api_key",
+        "account_deactivated",
+        "access_terminated",
+        "unsupported_country_region_territory",
+    }
+)
+
+
+def is_lasting(status: int | None, etype: str | None, code: str | None) -> bool:
+    """Whether an OpenAI-shaped error cannot heal by waiting (``LASTING_CODES``, 401/402/403)."""
+    return (status in LASTING_STATUSES) or etype in LASTING_CODES or code in LASTING_CODES
 
 
 def _fields(error: Any) -> tuple[str, str | None, str | None, str | None]:
@@ -149,7 +171,15 @@ def decode_error(status: int, body: bytes) -> GatewayError:
     else:
         kind = _kind_from_type(etype, code) or "bad_gateway"
         status = STATUS_BY_KIND.get(kind, 502)
-    return GatewayError(kind, message, status, raw=_raw(etype, code), origin=DIALECT, param=param)
+    return GatewayError(
+        kind,
+        message,
+        status,
+        raw=_raw(etype, code),
+        origin=DIALECT,
+        param=param,
+        lasting=is_lasting(status, etype, code),
+    )
 
 
 def stream_error(error: Any) -> StreamError:
@@ -160,7 +190,13 @@ def stream_error(error: Any) -> StreamError:
     if kind is None and status_hint is not None:
         kind = kind_for_status(status_hint)
     kind = kind or "api_error"
-    return StreamError(kind, message, STATUS_BY_KIND.get(kind, 500), raw=_raw(etype, code))
+    return StreamError(
+        kind,
+        message,
+        STATUS_BY_KIND.get(kind, 500),
+        raw=_raw(etype, code),
+        lasting=is_lasting(status_hint, etype, code),
+    )
 
 
 def error_object(

@@ -8,9 +8,11 @@ a tool call, closes the open content block. A tool call is keyed by its OpenAI o
 compatible servers stream calls one after another.
 
 ``delta.reasoning_content`` (DeepSeek, vLLM) and ``delta.reasoning`` (OpenRouter, Ollama) become a
-thinking block; ``delta.refusal`` becomes text and turns a final ``stop`` into ``refusal``.
+thinking block; ``delta.content`` is a string or, from Mistral's reasoning models, a list of
+``text`` and ``thinking`` parts (``content_parts.py``), the thinking parts a thinking block; ``delta.refusal`` becomes text and turns a final ``stop`` into ``refusal``.
 Azure's leading ``prompt_filter_results`` chunk (empty id, no choices) is skipped.
-The stop reason and usage are held until ``data: [DONE]``, the only terminator. A server that
+The stop reason and usage are held until ``data: [DONE]``, the only terminator. Usage is the chunk's
+``usage``, else Groq's ``x_groq.usage`` or Moonshot's choice-level ``usage``. A server that
 reports usage on content chunks (vLLM's ``continuous_usage_stats``) states the prompt's count
 early: that goes out at once (input side only), before the chunk's deltas.
 """
@@ -36,11 +38,22 @@ from gateway.events import (
 )
 from gateway.framing.sse import SSEFrame
 
+from .content_parts import content_parts
 from .errors import stream_error
 from .stop_reasons import map_stop_reason
 from .usage import convert_usage
 
 DIALECT = "openai-chat"
+
+
+def _usage_elsewhere(obj: dict[str, Any], choices: object) -> dict[str, Any] | None:
+    """A stream's usage object where a vendor puts it instead of the chunk's ``usage``: Groq's
+    ``x_groq.usage`` (on the last chunk), Moonshot's inside the last choice."""
+    x_groq = obj.get("x_groq")
+    usage: object = x_groq.get("usage") if isinstance(x_groq, dict) else None
+    if not isinstance(usage, dict) and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        usage = choices[0].get("usage")
+    return usage if isinstance(usage, dict) else None
 
 
 class ChatStreamDecoder:
@@ -98,7 +111,9 @@ class ChatStreamDecoder:
             self._started = True
             events.append(MessageStart(obj.get("id") or new_id("chatcmpl-"), obj.get("model") or ""))
         wire_usage = obj.get("usage")
-        if isinstance(wire_usage, dict):
+        if not isinstance(wire_usage, dict):
+            wire_usage = _usage_elsewhere(obj, choices)
+        if wire_usage is not None:
             usage = self._usage = convert_usage(wire_usage)
             if usage is not None and choices and not self._early_sent and usage.input is not None:
                 self._early_sent = True
@@ -134,8 +149,15 @@ class ChatStreamDecoder:
         if reasoning and isinstance(reasoning, str):
             events.append(ThinkingDelta(self._content("thinking", events), reasoning))
         content = delta.get("content")
-        if content and isinstance(content, str):
-            events.append(TextDelta(self._content("text", events), content))
+        if content:
+            if isinstance(content, str):
+                events.append(TextDelta(self._content("text", events), content))
+            else:  # a list of parts (Mistral's reasoning models): text and thinking, in order
+                for kind, text in content_parts(content):
+                    if kind == "thinking":
+                        events.append(ThinkingDelta(self._content("thinking", events), text))
+                    else:
+                        events.append(TextDelta(self._content("text", events), text))
         refusal = delta.get("refusal")
         if refusal and isinstance(refusal, str):
             self._refusal = True

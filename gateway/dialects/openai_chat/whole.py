@@ -18,6 +18,7 @@ from gateway.dialects.common import new_id, warn_unknown
 from gateway.events import End, Event, MessageStart, Usage
 from gateway.reply import Reply, ReplyBlock, unfold
 
+from .content_parts import content_parts
 from .errors import stream_error
 from .stop_reasons import map_stop_reason, render_stop_reason
 from .stream_encode import DIALECT, packed_signature
@@ -43,11 +44,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             reply.blocks.append(ReplyBlock("thinking", reasoning))
-        content = message.get("content")
-        if isinstance(content, list):  # some compatible servers answer with parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if isinstance(content, str) and content:
-            reply.blocks.append(ReplyBlock("text", content))
+        # a string, or parts (Mistral's reasoning models: thinking and text chunks, in order)
+        for kind, text in content_parts(message.get("content")):
+            if reply.blocks and reply.blocks[-1].kind == kind:
+                reply.blocks[-1].text += text
+            else:
+                reply.blocks.append(ReplyBlock(kind, text))
         if isinstance(message.get("refusal"), str) and message["refusal"]:
             refusal = True
             reply.blocks.append(ReplyBlock("text", message["refusal"]))

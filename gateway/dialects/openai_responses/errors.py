@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from gateway.dialects.openai_chat.errors import LASTING_CODES, is_lasting
 from gateway.dialects.openai_chat.ratelimit import REFUSAL_CODES
 from gateway.errors import GatewayError, kind_for_status
 
@@ -59,6 +60,7 @@ def decode_error(status: int, body: bytes) -> GatewayError:
     message = ""
     raw: str | None = None
     param: str | None = None
+    lasting = is_lasting(status, None, None)
     try:
         obj = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
@@ -70,11 +72,17 @@ def decode_error(status: int, body: bytes) -> GatewayError:
         # Azure sends the HTTP status as a string code ("429"): a status, not a code
         raw = code if isinstance(code, str) and code and not code.isdigit() else typ if isinstance(typ, str) else None
         param = err.get("param") if isinstance(err.get("param"), str) else None
+        lasting = is_lasting(status, typ if isinstance(typ, str) else None, code if isinstance(code, str) else None)
     elif isinstance(err, str):
         message = err
     if not message:
         message = body.decode("utf-8", "replace")[:2000] if body else f"upstream returned HTTP {status}"
-    return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT, param=param)
+    return GatewayError(kind_for_status(status), message, status, raw=raw, origin=DIALECT, param=param, lasting=lasting)
+
+
+def lasting_code(code: str | None) -> bool:
+    """Whether an in-stream error code (``response.failed`` / ``error``) cannot heal by waiting."""
+    return code in LASTING_CODES
 
 
 def error_type_code(kind: str, raw: str | None, origin: str | None) -> tuple[str, str | None]:

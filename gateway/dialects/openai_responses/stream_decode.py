@@ -11,7 +11,10 @@ Output items are tracked by ``output_index`` (and ``item_id`` for events that ca
 * hosted-tool items (web_search_call, …): ignored with a warning.
 
 ``.done`` events carry the full text: anything beyond what the deltas said is emitted then, so an
-upstream that skips deltas still yields the whole answer. The terminator is one of
+upstream that skips deltas still yields the whole answer — only when the deltas are its prefix.
+A final text that disagrees with the deltas already sent is not spliced on (that would put its
+tail after a different beginning, mid-word): what was streamed stands and the mismatch is logged
+as a warning naming the provider. The terminator is one of
 ``response.completed`` / ``.incomplete`` / ``.failed``; an ``error`` event ends the stream at once
 (the ``response.failed`` that follows it is then ignored).
 """
@@ -21,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.dialects.common import new_id, warn_unknown
-from gateway.dialects.kit import Blocks, as_dict, as_list, bad_frame, frame_object
+from gateway.dialects.common import new_id, warn_unknown, warn_upstream
+from gateway.dialects.kit import Blocks, as_dict, as_list, bad_frame, final_rest, frame_object
 from gateway.events import (
     BlockKind,
     End,
@@ -37,7 +40,7 @@ from gateway.events import (
 )
 from gateway.framing.sse import SSEFrame
 
-from .errors import kind_for_code
+from .errors import kind_for_code, lasting_code
 from .request_parse import NS_SEP
 from .stop_reasons import COMPLETED, map_stop_reason
 from .usage import convert_usage
@@ -61,16 +64,38 @@ _IGNORED = frozenset(
 )
 
 
+def mismatch(what: str, sent: str, final: str) -> None:
+    """A ``.done`` event whose full text is not the deltas' text: the deltas stand (see ``final_rest``)."""
+    warn_upstream(
+        DIALECT,
+        f"final {what}",
+        f"the final {what} ({len(final)} chars) is not what its deltas said ({len(sent)} chars);"
+        " kept what was streamed",
+    )
+
+
+class _Part:
+    """One text content part of a message item: its block and the deltas sent to it (joined only
+    when a ``.done`` event states the full text, to check the deltas are its prefix)."""
+
+    __slots__ = ("block", "sent")
+
+    def __init__(self, block: int) -> None:
+        self.block = block
+        self.sent: list[str] = []
+
+
 class _Item:
     """One output item: its kind and the block(s) it opened."""
 
-    __slots__ = ("kind", "block", "parts", "emitted", "signature", "sep", "closed")
+    __slots__ = ("kind", "block", "parts", "emitted", "sent", "signature", "sep", "closed")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.block: int | None = None  # function_call / reasoning block index
-        self.parts: dict[int, list[int]] = {}  # message: content_index -> [block index, chars emitted]
+        self.parts: dict[int, _Part] = {}  # message: content_index -> its text block
         self.emitted = 0  # chars of arguments / thinking emitted
+        self.sent: list[str] = []  # the argument fragments emitted, for the final arguments' check
         self.signature: str | None = None
         self.sep = False  # the next thinking delta starts a new summary part
         self.closed = False
@@ -149,7 +174,7 @@ class ResponsesStreamDecoder:
     def _open(self, kind: BlockKind, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
         return self._blocks.start(kind, out, id=call_id, name=name)
 
-    def _text_part(self, data: dict[str, Any], out: list[Event]) -> list[int] | None:
+    def _text_part(self, data: dict[str, Any], out: list[Event]) -> _Part | None:
         item = self._item(data)
         if item is None:
             idx = data.get("output_index")
@@ -163,7 +188,7 @@ class ResponsesStreamDecoder:
             ci = 0
         part = item.parts.get(ci)
         if part is None:
-            part = item.parts[ci] = [self._open("text", out), 0]
+            part = item.parts[ci] = _Part(self._open("text", out))
         return part
 
     def _thinking(self, item: _Item, text: str, out: list[Event]) -> None:
@@ -187,7 +212,7 @@ class ResponsesStreamDecoder:
             return
         item.closed = True
         for part in item.parts.values():
-            self._blocks.stop(part[0], out)
+            self._blocks.stop(part.block, out)
         if item.block is not None:
             if item.signature:
                 out.append(SignatureDelta(item.block, item.signature))
@@ -213,6 +238,7 @@ class ResponsesStreamDecoder:
             args = raw.get("arguments")
             if isinstance(args, str) and args:
                 item.emitted = len(args)
+                item.sent.append(args)
                 out.append(ToolArgsDelta(item.block, args))
         elif kind == "reasoning":
             enc = raw.get("encrypted_content")
@@ -229,8 +255,8 @@ class ResponsesStreamDecoder:
         p = self._text_part(data, out)
         text = part.get("text") if isinstance(part, dict) else None
         if p is not None and isinstance(text, str) and text:
-            p[1] += len(text)
-            out.append(TextDelta(p[0], text))
+            p.sent.append(text)
+            out.append(TextDelta(p.block, text))
 
     def _text_delta(self, data: dict[str, Any], out: list[Event]) -> None:
         delta = data.get("delta")
@@ -238,8 +264,8 @@ class ResponsesStreamDecoder:
             return
         p = self._text_part(data, out)
         if p is not None:
-            p[1] += len(delta)
-            out.append(TextDelta(p[0], delta))
+            p.sent.append(delta)
+            out.append(TextDelta(p.block, delta))
 
     def _text_done(self, data: dict[str, Any], out: list[Event]) -> None:
         text = data.get("text")
@@ -248,9 +274,15 @@ class ResponsesStreamDecoder:
         if not isinstance(text, str):
             return
         p = self._text_part(data, out)
-        if p is not None and len(text) > p[1]:
-            out.append(TextDelta(p[0], text[p[1] :]))
-            p[1] = len(text)
+        if p is None or not text:
+            return
+        sent = "".join(p.sent)
+        rest = final_rest(sent, text)
+        if rest is None:
+            mismatch("output text", sent, text)
+        elif rest:
+            p.sent = [text]
+            out.append(TextDelta(p.block, rest))
 
     def _args_delta(self, data: dict[str, Any], out: list[Event]) -> None:
         item = self._item(data)
@@ -265,6 +297,7 @@ class ResponsesStreamDecoder:
         ):
             return
         item.emitted += len(delta)
+        item.sent.append(delta)
         out.append(ToolArgsDelta(item.block, delta))
 
     def _args_done(self, data: dict[str, Any], out: list[Event]) -> None:
@@ -276,10 +309,15 @@ class ResponsesStreamDecoder:
             and item.kind == "function_call"
             and not item.closed
             and isinstance(args, str)
-            and len(args) > item.emitted
+            and args
         ):
-            out.append(ToolArgsDelta(item.block, args[item.emitted :]))
-            item.emitted = len(args)
+            sent = "".join(item.sent)
+            rest = final_rest(sent, args)
+            if rest is None:
+                mismatch("function call arguments", sent, args)
+            elif rest:
+                item.sent, item.emitted = [args], len(args)
+                out.append(ToolArgsDelta(item.block, rest))
 
     def _summary_part_added(self, data: dict[str, Any], out: list[Event]) -> None:
         item = self._item(data)
@@ -360,7 +398,8 @@ class ResponsesStreamDecoder:
         if usage is not None:
             self._usage = usage
             out.append(usage)
-        out.append(StreamError(kind, str(err.get("message") or "the response failed"), status, code or "server_error"))
+        message = str(err.get("message") or "the response failed")
+        out.append(StreamError(kind, message, status, code or "server_error", lasting_code(code)))
 
     def _error(self, data: dict[str, Any], out: list[Event]) -> None:
         if not self._started:
@@ -372,7 +411,8 @@ class ResponsesStreamDecoder:
         typ = err.get("type") if isinstance(err.get("type"), str) and err.get("type") != "error" else None
         raw = code or typ
         kind, status = kind_for_code(raw)
-        out.append(StreamError(kind, str(err.get("message") or "upstream stream error"), status, raw or "server_error"))
+        message = str(err.get("message") or "upstream stream error")
+        out.append(StreamError(kind, message, status, raw or "server_error", lasting_code(code) or lasting_code(typ)))
 
     def _nothing(self, data: dict[str, Any], out: list[Event]) -> None:
         return None
