@@ -124,7 +124,7 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
     """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
     codec = codec_for(settings.dialect)
-    dropped = judge(req, provider.limits, settings.drop_unsupported)
+    dropped = judge(req, provider.limits, settings.drop_unsupported, settings.refuse_unsupported)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),

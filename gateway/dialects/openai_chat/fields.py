@@ -26,7 +26,8 @@ PARAMS = {
 }
 
 LIMITS = (
-    Limit("top_k", "Chat Completions has no top_k"),
+    # a sampling hint Gemini CLI always sends: dropped and reported unless refuse_unsupported
+    Limit("top_k", "Chat Completions has no top_k", advisory=True),
     Limit("messages.file_url", "Chat Completions takes files as data or a file id, not by URL"),
     Limit("messages.assistant_media", "Chat Completions assistant messages cannot hold images or files"),
     # Not every Chat model takes reasoning_effort (gpt-4o refuses it): "off" is the default there.

@@ -25,7 +25,8 @@ PARAMS = {
 
 LIMITS = (
     Limit("stop", "the Responses API has no stop sequences"),
-    Limit("top_k", "the Responses API has no top_k"),
+    # a sampling hint Gemini CLI always sends: dropped and reported unless refuse_unsupported
+    Limit("top_k", "the Responses API has no top_k", advisory=True),
     Limit("messages.assistant_media", "Responses assistant messages cannot hold images or files"),
     Limit(
         "thinking.disabled",
