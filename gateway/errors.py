@@ -85,6 +85,9 @@ class GatewayError(Exception):
         self.origin = origin
         self.param = param
         self.retry_after = retry_after
+        # False: retrying the same target cannot help (its credentials were refused after the
+        # platform's own token refresh and retry); the next target or fallback may still answer
+        self.retry_target = True
 
     def __repr__(self) -> str:
         return f"GatewayError({self.kind!r}, {self.message!r}, status={self.status})"

@@ -226,6 +226,7 @@ async def _attempt(
                         f"upstream {provider.name} rejected the gateway's credentials: {err.message}",
                         502,
                     )
+                    err.retry_target = False  # the platform's auth already refreshed and retried once
                 raise err
             source = HttpEventSource(provider, response, codec)
             if capture is not None:
@@ -365,6 +366,8 @@ async def _try_target(
             last = failures.last = err
             if err.kind not in RETRYABLE:
                 raise  # open_upstream hands it on with the attempts
+            if not err.retry_target:
+                break  # the same target would refuse it again: next target or fallback
             delay = provider.settings.retry_backoff * (2**number) * (0.5 + random.random())
             if err.retry_after is not None:
                 if err.retry_after > provider.settings.max_retry_after:
