@@ -206,3 +206,37 @@ def test_refuse_unsupported_names_are_checked_at_config_load() -> None:
 
     with pytest.raises(ValidationError, match=r"refuse_unsupported: unknown field.*topK"):
         ProviderSettings(name="p", dialect="openai-chat", base_url="http://x", refuse_unsupported=["topK"])
+
+
+@pytest.mark.parametrize("upstream", ["anthropic", "openai-responses", "gemini", "gemini-interactions"])
+def test_chat_sampling_hints_toward_another_dialect_are_reported(gw: Any, fake: FakeUpstream, upstream: str) -> None:
+    server, capture = gw
+    rid = f"req-penalty-{upstream}"
+    body = {
+        "model": f"{upstream}--text",
+        "messages": [{"role": "user", "content": "hi"}],
+        "presence_penalty": 0.5,
+        "frequency_penalty": 0.2,
+        "seed": 7,
+        "logprobs": False,  # the default: nothing lost
+    }
+    response = _chat(server, body, rid)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-dropped"] == "presence_penalty, frequency_penalty, seed"
+    assert capture.line_for(rid)["dropped"] == ["presence_penalty", "frequency_penalty", "seed"]
+
+
+def test_chat_sampling_hints_reach_a_chat_upstream(gw: Any, fake: FakeUpstream) -> None:
+    server, _ = gw
+    body = {"model": "openai-chat--text", "messages": [{"role": "user", "content": "hi"}], "seed": 7}
+    response = _chat(server, body, "req-seed-chat")
+    assert response.status_code == 200 and "x-gateway-dropped" not in response.headers
+    assert fake.last("openai-chat").body["seed"] == 7
+
+
+def test_gemini_sampling_hints_toward_chat_are_reported(gw: Any, fake: FakeUpstream) -> None:
+    server, _ = gw
+    body = {**GEMINI_CLI, "generationConfig": {"seed": 3, "presencePenalty": 0.1, "candidateCount": 1}}
+    response = _gemini(server, "openai-chat--text", body, "req-seed-gemini")
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-dropped"] == "presence_penalty, seed"

@@ -26,7 +26,7 @@ target could carry it does the caller get the 400.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import GatewayError
@@ -123,6 +123,29 @@ def judge(
         else:
             raise CannotCarry(limit.field, limit.why)
     return dropped
+
+
+# A caller dialect's sampling hints with no IR slot (``seed``, ``presence_penalty`` …): kept in
+# ``req.extras[dialect]`` for an upstream of the same dialect. Each dialect's ``fields.HINTS`` names
+# where its parser keeps them: report name -> path in its extras.
+Hints = Mapping[str, tuple[str, ...]]
+
+
+def lost_hints(req: ChatRequest, upstream_dialect: str, hints: Hints) -> list[str]:
+    """The caller's hints an upstream of another dialect never receives: dropped and reported."""
+    if not hints or not req.dialect or req.dialect == upstream_dialect:
+        return []
+    extras = req.extras.get(req.dialect)
+    if not extras:
+        return []
+    lost: list[str] = []
+    for name, path in hints.items():
+        node: object = extras
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        if node is not None and node is not False and name not in lost:
+            lost.append(name)
+    return lost
 
 
 def refusal(exc: CannotCarry, caller_params: dict[str, str], provider: str, dialect: str) -> GatewayError:

@@ -31,3 +31,13 @@ LIMITS = (
     Limit("metadata", "Gemini takes no request metadata", advisory=True),
     Limit("store", "a Chat caller's store (OpenAI stored completions) has no Gemini equivalent", advisory=True),
 )
+
+# Sampling hints a Gemini caller may send that the IR has no slot for (kept in extras for a Gemini
+# upstream; toward another dialect dropped and reported: gateway/dialects/carry.py ``lost_hints``).
+HINTS = {
+    "presence_penalty": ("generationConfig", "presencePenalty"),
+    "frequency_penalty": ("generationConfig", "frequencyPenalty"),
+    "seed": ("generationConfig", "seed"),
+    "logprobs": ("generationConfig", "responseLogprobs"),
+    "top_logprobs": ("generationConfig", "logprobs"),
+}

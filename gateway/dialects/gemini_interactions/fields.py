@@ -31,3 +31,6 @@ LIMITS = (
     Limit("metadata", "the Interactions API takes no request metadata", advisory=True),
     Limit("store", "a Chat caller's store (OpenAI stored completions) has no Interactions equivalent", advisory=True),
 )
+
+# Sampling hints an Interactions caller may send that the IR has no slot for (see carry.lost_hints).
+HINTS = {"seed": ("generation_config", "seed")}

@@ -39,3 +39,13 @@ LIMITS = (
         when=lambda r: USES["metadata"](r) and not r.store,
     ),
 )
+
+# Sampling hints a Chat caller may send that the IR has no slot for (kept in extras for a Chat
+# upstream; toward another dialect dropped and reported: gateway/dialects/carry.py ``lost_hints``).
+HINTS = {
+    "presence_penalty": ("presence_penalty",),
+    "frequency_penalty": ("frequency_penalty",),
+    "seed": ("seed",),
+    "logprobs": ("logprobs",),
+    "top_logprobs": ("top_logprobs",),
+}

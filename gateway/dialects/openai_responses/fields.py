@@ -40,3 +40,6 @@ LIMITS = (
         when=lambda r: USES["metadata"](r) and not all(isinstance(v, str) for v in (r.metadata or {}).values()),
     ),
 )
+
+# Sampling hints a Responses caller may send that the IR has no slot for (see carry.lost_hints).
+HINTS = {"top_logprobs": ("top_logprobs",)}
