@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -172,6 +172,8 @@ class ProviderSettings(BaseModel):
     # Request settings this provider's dialect cannot carry that may be dropped instead of refused
     # with a 400 (gateway/dialects/carry.py; the table is in docs/dialects.md).
     drop_unsupported: list[str] = Field(default_factory=list)
+    # Hints dropped and reported by default (top_k, tools.strict …) this provider refuses instead.
+    refuse_unsupported: list[str] = Field(default_factory=list)
     # Anthropic: upstream-model globs that refuse temperature together with top_p (top_p is then
     # dropped and reported); None = the built-in list of such Claude models, [] = always send both.
     sampling_exclusive_models: list[str] | None = None
@@ -208,14 +210,14 @@ class ProviderSettings(BaseModel):
             raise ValueError(f"unknown dialect {value!r}; known: {', '.join(UPSTREAM_DIALECTS)}, demo")
         return value
 
-    @field_validator("drop_unsupported")
+    @field_validator("drop_unsupported", "refuse_unsupported")
     @classmethod
-    def _known_fields(cls, value: list[str]) -> list[str]:
+    def _known_fields(cls, value: list[str], info: ValidationInfo) -> list[str]:
         from gateway.dialects.carry import USES
 
         unknown = [v for v in value if v not in USES]
         if unknown:
-            raise ValueError(f"drop_unsupported: unknown field(s) {unknown}; known: {sorted(USES)}")
+            raise ValueError(f"{info.field_name}: unknown field(s) {unknown}; known: {sorted(USES)}")
         return value
 
     @model_validator(mode="after")

@@ -416,6 +416,7 @@ class Codec(Protocol):
     fast_path: FastPathRules
     limits: Sequence[Limit]  # what this dialect's builder cannot carry (gateway/dialects/carry.py)
     params: dict[str, str]  # IR field -> this dialect's own parameter name, for refusals
+    hints: Mapping[str, tuple[str, ...]]  # a caller's sampling hints with no IR slot (carry.lost_hints)
     identity: Identity
     routes: tuple[CallerRoute, ...]  # () for an upstream-only dialect (no caller endpoint)
     rate_limit_headers: RateLimitHeaders | None  # the headers its SDK reads for a key's limits

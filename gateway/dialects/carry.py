@@ -8,9 +8,12 @@ Every dialect package lists in ``fields.py`` the request settings (IR fields, na
   attempts.py turns into a 400 in the caller's dialect naming the caller's own parameter
   (``stop`` for Chat, ``stop_sequences`` for Anthropic, ``generationConfig.stopSequences`` …);
 * unless the provider accepts the loss (``drop_unsupported = ["stop"]`` in its config), or the
-  limit is *advisory* (a setting that changes nothing in the answer: ``user``, ``metadata``,
-  ``store``): then it is **dropped** and named in the access-log line (``dropped``) and in the
-  ``x-gateway-dropped`` response header.
+  limit is *advisory*: a setting that changes nothing in the answer (``user``, ``metadata``,
+  ``store``) or a sampling hint popular clients send by default (``top_k`` from Gemini CLI,
+  ``tools.strict`` from pydantic-ai and the OpenAI Agents SDK; CONTRACT.md "What an upstream cannot
+  carry"): then it is **dropped** and named in the access-log line (``dropped``) and in the
+  ``x-gateway-dropped`` response header — unless the provider lists it in ``refuse_unsupported``,
+  which makes that one strict again.
 
 A builder that has to drop something only it can judge (Anthropic's temperature/top_p pair for
 the models in ``sampling_exclusive_models``, thinking switched off because the history carries no
@@ -23,7 +26,7 @@ target could carry it does the caller get the 400.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import GatewayError
@@ -80,7 +83,9 @@ class Limit:
 
     field: str  # IR field name (a key of ``USES``): what ``drop_unsupported`` lists and ``dropped`` reports
     why: str  # what the upstream lacks, said to the caller
-    advisory: bool = False  # losing it changes nothing in the answer: dropped (and recorded) by default
+    # losing it changes nothing in the answer, or it is a hint clients send by default: dropped
+    # (and recorded) unless the provider lists it in refuse_unsupported
+    advisory: bool = False
     when: Callable[[ChatRequest], bool] | None = None  # narrower than ``USES[field]`` for this dialect
 
     def used(self, req: ChatRequest) -> bool:
@@ -90,18 +95,29 @@ class Limit:
 class CannotCarry(Exception):
     """The attempt's upstream has no place for ``field``; nothing was sent."""
 
-    def __init__(self, field: str, why: str) -> None:
+    def __init__(self, field: str, why: str, configured: bool = False) -> None:
         super().__init__(f"{field}: {why}")
         self.field = field
         self.why = why
+        self.configured = configured  # refused only because the provider's refuse_unsupported lists it
 
 
-def judge(req: ChatRequest, limits: Sequence[Limit], drop_unsupported: Collection[str]) -> list[str]:
-    """The fields dropped for this upstream; raises ``CannotCarry`` for the first one refused."""
+def judge(
+    req: ChatRequest,
+    limits: Sequence[Limit],
+    drop_unsupported: Collection[str],
+    refuse_unsupported: Collection[str] = (),
+) -> list[str]:
+    """The fields dropped for this upstream; raises ``CannotCarry`` for the first one refused.
+
+    ``drop_unsupported`` accepts a loss that would be refused; ``refuse_unsupported`` refuses one
+    that would be dropped by default (an advisory limit). Listing a field in both refuses it."""
     dropped: list[str] = []
     for limit in limits:
         if not limit.used(req):
             continue
+        if limit.field in refuse_unsupported:
+            raise CannotCarry(limit.field, limit.why, configured=limit.advisory)
         if limit.advisory or limit.field in drop_unsupported:
             dropped.append(limit.field)
         else:
@@ -109,11 +125,39 @@ def judge(req: ChatRequest, limits: Sequence[Limit], drop_unsupported: Collectio
     return dropped
 
 
+# A caller dialect's sampling hints with no IR slot (``seed``, ``presence_penalty`` …): kept in
+# ``req.extras[dialect]`` for an upstream of the same dialect. Each dialect's ``fields.HINTS`` names
+# where its parser keeps them: report name -> path in its extras.
+Hints = Mapping[str, tuple[str, ...]]
+
+
+def lost_hints(req: ChatRequest, upstream_dialect: str, hints: Hints) -> list[str]:
+    """The caller's hints an upstream of another dialect never receives: dropped and reported."""
+    if not hints or not req.dialect or req.dialect == upstream_dialect:
+        return []
+    extras = req.extras.get(req.dialect)
+    if not extras:
+        return []
+    lost: list[str] = []
+    for name, path in hints.items():
+        node: object = extras
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        if node is not None and node is not False and name not in lost:
+            lost.append(name)
+    return lost
+
+
 def refusal(exc: CannotCarry, caller_params: dict[str, str], provider: str, dialect: str) -> GatewayError:
     """The 400 a caller gets, naming its own parameter and how to accept the loss instead."""
     param = caller_params.get(exc.field, exc.field)
+    accept = (
+        f'or take "{exc.field}" out of that provider\'s refuse_unsupported'
+        if exc.configured
+        else f'or list "{exc.field}" in that provider\'s drop_unsupported'
+    )
     message = (
         f"{param}: cannot be sent to provider {provider!r} ({dialect}): {exc.why}. Remove {param}, "
-        f'or list "{exc.field}" in that provider\'s drop_unsupported to send the request without it'
+        f"{accept} to send the request without it"
     )
     return GatewayError("invalid_request", message, 400, param=param)

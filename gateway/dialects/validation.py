@@ -44,7 +44,7 @@ def _snake(name: str) -> str:
 class Rule:
     """One row: ``kind`` checked at ``path``. ``when`` narrows it to the objects holding the field."""
 
-    kind: str  # required | range | min_items | non_empty | one_of | any_key
+    kind: str  # required | range | min_items | non_empty | one_of | any_key | is_object
     path: str
     lo: float | None = None
     hi: float | None = None
@@ -75,7 +75,15 @@ def one_of(path: str, *values: str, message: str | None = None) -> Rule:
 
 
 def any_key(path: str, *keys: str) -> Rule:
+    """The objects at ``path`` hold one of ``keys`` with a value: a null is a field not set (proto
+    JSON), so ``{"text": null}`` holds none, like ``{}``."""
     return Rule("any_key", path, values=keys)
+
+
+def is_object(path: str, message: str | None = None) -> Rule:
+    """The value at ``path``, when present, is an object (a string where a message belongs is refused
+    by the API, however a lenient parser might read it)."""
+    return Rule("is_object", path, message=message)
 
 
 Steps = tuple[tuple[str, ...], ...]  # each step: the key's spellings, or ("[]",) for every element
@@ -129,7 +137,7 @@ def _predicate(rule: Rule, last: tuple[str, ...]) -> Callable[[dict[str, Any]], 
     """A fast test that is True when ``rule`` is broken at an object (details are built only then)."""
     if rule.kind == "any_key":
         keys = frozenset(rule.values)
-        return lambda node: keys.isdisjoint(node)
+        return lambda node: keys.isdisjoint(node) or all(node[k] is None for k in keys.intersection(node))
     get = _lookup(last)
     if rule.kind == "required":
         when = rule.when
@@ -148,6 +156,8 @@ def _predicate(rule: Rule, last: tuple[str, ...]) -> Callable[[dict[str, Any]], 
         return lambda node: type(v := get(node)) is list and len(v) < n
     if rule.kind == "non_empty":
         return lambda node: get(node) == ""
+    if rule.kind == "is_object":
+        return lambda node: (v := get(node)) is not None and type(v) is not dict
     if rule.kind == "one_of":
         values = frozenset(rule.values)
         return lambda node: type(v := get(node)) is str and v not in values

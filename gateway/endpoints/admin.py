@@ -148,6 +148,10 @@ class Admin:
         else:
             period, start, end = "total", None, None
         spent, held = await self.store.budget_state(spec.name, period)
+        if spec.budget_usd is None:
+            # no budget: nothing is held against a period, so the spend is the ledger's, all time
+            # (the same hourly buckets /admin/spend sums; the caller flushed the ledger)
+            spent = await self._all_time_cost(spec.name)
         view["spend"] = {
             "period": period,
             "period_start": _iso(start) if start is not None else None,
@@ -157,6 +161,11 @@ class Admin:
             "remaining_usd": None if spec.budget_usd is None else round(spec.budget_usd - spent / NANO, 9),
         }
         return view
+
+    async def _all_time_cost(self, name: str) -> int:
+        cost = SPEND_FIELDS.index("cost_nano")
+        rows = await self.store.spend_buckets(0, int(time.time() // 3600) + 2, name)
+        return sum(int(row[5 + cost]) for row in rows)
 
     async def create_key(self, request: Request) -> Response:
         body = await self._body(request)
@@ -178,11 +187,13 @@ class Admin:
 
     async def list_keys(self, request: Request) -> Response:
         await self._reload()
+        await self.state.ledger.flush()  # the spend shown is /admin/spend's, requests just answered included
         specs = sorted(self.state.keys_ring.by_name.values(), key=lambda s: s.name)
         return _json({"keys": [await self._view(s) for s in specs]})
 
     async def get_key(self, request: Request) -> Response:
         await self._reload()
+        await self.state.ledger.flush()
         return _json(await self._view(self._spec(request.path_params["name"])))
 
     async def patch_key(self, request: Request) -> Response:

@@ -79,7 +79,7 @@ def _counting(dialect: str) -> TokenCounting:
 async def _count(
     state: GatewayState, dialect: str, scope: Scope, receive: Receive, meta: RequestMeta
 ) -> tuple[int, bool]:
-    spec = state.auth.authenticate(scope, meta.query)
+    spec = await state.auth.authenticate(scope, meta.query)
     body = parse_json_object(
         scope,
         await read_body(scope, receive, state.settings.server.max_body_bytes),

@@ -52,7 +52,7 @@ class ModelsEndpoints:
     async def list(self, request: Request) -> Response:
         dialect = caller_dialect(request)
         try:
-            self.state.auth.authenticate(
+            await self.state.auth.authenticate(
                 cast("Scope", request.scope), dict(request.query_params)
             )  # (the ASGI dict Starlette types a MutableMapping)
         except GatewayError as err:
@@ -65,7 +65,7 @@ class ModelsEndpoints:
         if name.startswith("models/"):
             name = name[len("models/") :]
         try:
-            self.state.auth.authenticate(cast("Scope", request.scope), dict(request.query_params))
+            await self.state.auth.authenticate(cast("Scope", request.scope), dict(request.query_params))
             self.state.router.resolve(name)  # unknown: 404 in the caller's shape
         except GatewayError as err:
             return self._error(dialect, err)

@@ -46,7 +46,7 @@ class StoredEndpoint:
         headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, self.dialect, scope["path"])
         try:
-            spec = self.state.auth.authenticate(scope, query)
+            spec = await self.state.auth.authenticate(scope, query)
             if spec is not None:
                 record.key = spec.name
             await self._handle(scope, receive, send, query, headers, record, spec.name if spec is not None else None)

@@ -8,18 +8,22 @@ same way. Two kinds of keys are accepted:
 * named keys (gateway/governance/keys.py): an identity with limits, found by the SHA-256 of the secret.
 
 Authentication is on as soon as either kind exists. A failure is a 401 ``GatewayError`` that each
-endpoint renders in its caller's dialect.
+endpoint renders in its caller's dialect. A named key this replica does not know yet (made on
+another replica a moment ago) is looked up in the ``[store]`` first, within a bound
+(gateway/governance/key_lookup.py).
 """
 
 from __future__ import annotations
 
 import hmac
 import time
+from typing import Any
 from urllib.parse import parse_qsl
 
 from gateway.asgi import Scope
 from gateway.errors import GatewayError
-from gateway.governance.keys import KeyRing, KeySpec
+from gateway.governance.key_lookup import UnknownKeys
+from gateway.governance.keys import KeyRing, KeySpec, hash_key
 
 CREDENTIAL_HEADERS = (b"authorization", b"x-api-key", b"x-goog-api-key")
 
@@ -77,12 +81,14 @@ class Authenticator:
     def __init__(self, plain: list[str], ring: KeyRing) -> None:
         self.plain = plain
         self.ring = ring
+        self.store: Any = None  # the [store], once the server started: unknown keys are looked up there
+        self.unknown = UnknownKeys()
 
     @property
     def required(self) -> bool:
         return bool(self.plain) or self.ring.any
 
-    def authenticate(self, scope: Scope, query: dict[str, str]) -> KeySpec | None:
+    async def authenticate(self, scope: Scope, query: dict[str, str]) -> KeySpec | None:
         """The named key of this request, None for a plain key (or when auth is off); else 401."""
         if not self.plain and not self.ring.any:
             return None
@@ -90,12 +96,26 @@ class Authenticator:
         if presented is None:
             raise _missing()
         spec = self.ring.lookup(presented)
-        if spec is not None:
-            if spec.revoked:
-                raise GatewayError("authentication", f"API key {spec.name!r} was revoked", 401)
-            if spec.expires_ts is not None and time.time() >= spec.expires_ts:
-                raise GatewayError("authentication", f"API key {spec.name!r} expired at {spec.expires_at}", 401)
-            return spec
-        if self.plain and _plain_match(self.plain, presented):
+        if spec is None:
+            if self.plain and _plain_match(self.plain, presented):
+                return None
+            spec = await self._from_store(presented)
+            if spec is None:
+                raise GatewayError("authentication", "invalid API key", 401)
+        if spec.revoked:
+            raise GatewayError("authentication", f"API key {spec.name!r} was revoked", 401)
+        if spec.expires_ts is not None and time.time() >= spec.expires_ts:
+            raise GatewayError("authentication", f"API key {spec.name!r} expired at {spec.expires_at}", 401)
+        return spec
+
+    async def _from_store(self, presented: str) -> KeySpec | None:
+        """A key made on another replica since this one last read the store (bounded lookups)."""
+        if self.store is None:
             return None
-        raise GatewayError("authentication", "invalid API key", 401)
+        sha = hash_key(presented)
+        if not await self.unknown.reload_for(sha, self.ring, self.store):
+            return None
+        spec = self.ring.lookup(presented)
+        if spec is None:
+            self.unknown.still_unknown(sha)
+        return spec

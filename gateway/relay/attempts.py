@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
-from gateway.dialects.carry import CannotCarry, judge, refusal
+from gateway.dialects.carry import CannotCarry, judge, lost_hints, refusal
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, Event, StreamError, Usage
@@ -127,7 +127,9 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
     """The upstream call for one attempt, or ``CannotCarry`` before anything is sent (carry.py)."""
     settings = provider.settings
     codec = codec_for(settings.dialect)
-    dropped = judge(req, provider.limits, settings.drop_unsupported)
+    dropped = judge(req, provider.limits, settings.drop_unsupported, settings.refuse_unsupported)
+    if req.dialect and req.dialect != settings.dialect:
+        dropped += lost_hints(req, settings.dialect, codec_for(req.dialect).hints)
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),

@@ -135,7 +135,7 @@ class EmbedRelay:
             send = capture.wrap_send(send)
         try:
             try:
-                spec = state.auth.authenticate(scope, meta.query)
+                spec = await state.auth.authenticate(scope, meta.query)
                 if spec is not None:
                     record.key = spec.name
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)

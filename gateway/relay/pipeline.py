@@ -93,7 +93,7 @@ class Relay:
         ex = Exchange(codec, record, send, extra_headers, trace)
         try:
             try:
-                spec = state.auth.authenticate(scope, meta.query)
+                spec = await state.auth.authenticate(scope, meta.query)
                 if spec is not None:
                     record.key = spec.name  # early: spans and logs name the key from here on
                 body = await read_body(scope, receive, state.settings.server.max_body_bytes)

@@ -228,7 +228,7 @@ def create_app(settings: Settings) -> Starlette:
         store.requests_kept = settings.spend.requests_kept
         state.ledger.prices.warm()
         stateful = state.stateful = Stateful(settings, store)
-        state.ledger.store = state.limiter.store = store
+        state.ledger.store = state.limiter.store = state.auth.store = store
         try:
             await state.keys_ring.refresh(store)
         except Exception:

@@ -50,12 +50,10 @@ def prompt_for(task: str, work: Path) -> str:
 
 
 # The fake Anthropic plays a current Claude, which refuses temperature with top_p: every model it
-# serves is listed as such. Gemini CLI always sends topK, which Chat and Responses have no field for:
-# those providers accept the loss (reported in the access log) rather than refuse Gemini CLI.
+# serves is listed as such. No provider sets drop_unsupported: the agents must work with the
+# default config (Gemini CLI's topK toward Chat and Responses is dropped and reported by default).
 PROVIDER_EXTRAS: dict[str, dict[str, Any]] = {
     "anthropic": {"sampling_exclusive_models": ["*"]},
-    "openai-chat": {"drop_unsupported": ["top_k"]},
-    "openai-responses": {"drop_unsupported": ["top_k"]},
 }
 
 

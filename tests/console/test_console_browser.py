@@ -297,6 +297,38 @@ def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: Ser
     w.context.close()
 
 
+def test_the_keys_page_shows_each_keys_spend_as_admin_spend_says(console: ServerThread, browser: Any) -> None:
+    auth = {"authorization": f"Bearer {ADMIN}"}
+    made = {
+        "spender-free": httpx.post(console.url + "/admin/keys", headers=auth, json={"name": "spender-free"}),
+        "spender-daily": httpx.post(
+            console.url + "/admin/keys",
+            headers=auth,
+            json={"name": "spender-daily", "budget_usd": 50, "budget_period": "day"},
+        ),
+    }
+    for answer in made.values():
+        assert answer.status_code == 201, answer.text
+        client = openai.OpenAI(base_url=console.url + "/v1", api_key=answer.json()["key"], max_retries=0)
+        for _ in range(3):  # priced answers (RATES): a real cost each
+            client.chat.completions.create(model="openai-chat--text", messages=[{"role": "user", "content": "hi"}])
+    w = Watched(browser)
+    w.sign_in(console.url)
+    w.page.click('nav a[data-page="keys"]')
+    w.wait_ready("keys")
+    for name, period in (("spender-free", "all time"), ("spender-daily", "day ")):
+        expected = httpx.get(console.url + f"/admin/spend?key={name}", headers=auth).json()["total"]["cost_usd"]
+        assert expected > 0
+        row = w.page.locator(f'tr[data-key="{name}"]')
+        shown = row.locator("span.spend")
+        shown.wait_for(timeout=10000)
+        assert float(shown.get_attribute("data-spent-usd") or "0") == pytest.approx(expected, abs=1e-9)
+        assert f"${expected:.6f}" in shown.inner_text() or f"${expected:.4f}" in shown.inner_text()
+        assert period in row.locator("span.period").inner_text()
+    w.check_clean()
+    w.context.close()
+
+
 # -- the Playground ------------------------------------------------------------------------------
 TOOLS = '[{"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]'
 # Every change of a tool call's argument text, as the page made it (the arguments filling in).

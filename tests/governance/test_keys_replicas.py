@@ -200,3 +200,68 @@ def test_redis_down_is_503_in_dialect_not_unlimited(fake: FakeUpstream, tmp_path
         if proc.poll() is None:
             proc.terminate()
             proc.wait(10)
+
+
+# --------------------------------------------------------------------------- issue 28 item 3
+
+
+def test_a_key_made_on_one_replica_works_on_the_other_at_once(replicas: tuple[Url, Url]) -> None:
+    a, b = replicas
+    for i in range(3):
+        made = admin(a, "POST", "/admin/keys", json={"name": f"fresh-{i}", "rpm": 1000})
+        assert made.status_code in (200, 201), made.text
+        started = time.monotonic()
+        for dialect in ("anthropic", "openai-chat", "gemini"):
+            r = _raw_call(b, dialect, made.json()["key"], f"{dialect}--text")  # type: ignore[arg-type]
+            assert r.status_code == 200, (dialect, r.text)
+        assert time.monotonic() - started < 1.0, "in the same second, not after a poll"
+
+
+def test_a_key_made_on_one_worker_works_on_another_sharing_the_sqlite_file(fake: FakeUpstream, tmp_path: Path) -> None:
+    config = keyed_config(fake.port, tmp_path / "shared.db", [{"name": "seed", "key_sha256": sha("seed")}])
+    with ServerThread(create_app(Settings(**config))) as one, ServerThread(create_app(Settings(**config))) as two:
+        for i in range(3):
+            made = admin(Url(one.url), "POST", "/admin/keys", json={"name": f"fresh-{i}"})
+            r = _raw_call(two, "openai-chat", made.json()["key"], "openai-chat--text")
+            assert r.status_code == 200, r.text
+        assert _raw_call(two, "openai-chat", "never-made", "openai-chat--text").status_code == 401
+
+
+def test_a_flood_of_bad_keys_makes_bounded_store_reads(fake: FakeUpstream, tmp_path: Path) -> None:
+    from gateway.governance.key_lookup import LOOKUPS_PER_SECOND
+
+    config = keyed_config(fake.port, tmp_path / "flood.db", [{"name": "seed", "key_sha256": sha("seed")}])
+    app = create_app(Settings(**config))
+    with ServerThread(app) as server:
+        store = app.state.gateway.auth.store
+        reads = 0
+        real = store.key_version
+
+        async def counted() -> int:
+            nonlocal reads
+            reads += 1
+            return int(await real())
+
+        store.key_version = counted
+        before = len(fake.received)
+        started = time.monotonic()
+        with httpx.Client() as client, ThreadPoolExecutor(8) as pool:
+
+            def bad(i: int) -> int:
+                r = client.post(
+                    server.url + "/v1/chat/completions",
+                    headers={"authorization": f"Bearer bad-{i % 50}"},  # 50 distinct keys, each four times
+                    json={"model": "openai-chat--text", "messages": [{"role": "user", "content": "hi"}]},
+                )
+                return r.status_code
+
+            statuses = list(pool.map(bad, range(200)))
+        elapsed = time.monotonic() - started
+        assert set(statuses) == {401}
+        assert len(fake.received) == before
+        # the poll reads the version every REFRESH_SECONDS too
+        bound = LOOKUPS_PER_SECOND * (elapsed + 1) + 2 * (elapsed / 0.5 + 1)
+        assert reads <= bound, (reads, elapsed)
+        assert app.state.gateway.auth.unknown.reloads <= LOOKUPS_PER_SECOND * (elapsed + 1)
+        # a good key still works during and after the flood
+        assert _raw_call(server, "openai-chat", "seed", "openai-chat--text").status_code == 200

@@ -108,6 +108,12 @@ def gateway(
         {"model": "vertex-interactions--*", "provider": "vertex-interactions"},
     ]
     providers += [{"name": "demo", "dialect": "demo"}, provider("vertex-interactions", "gemini-interactions", url)]
+    # the default retry budget (max_retries = 2): a persistent 401 must not be retried by it
+    providers += [provider(f"retrying-{d}", d, url, max_retries=2) for d in ("gemini", "anthropic")]
+    routes += [
+        {"model": f"retrying-{d}", "provider": f"retrying-{d}", "upstream_model": "text"}
+        for d in ("gemini", "anthropic")
+    ]
     settings = Settings(
         server={"access_log": False},
         auth={"keys_env": ""},
@@ -232,6 +238,71 @@ def test_a_401_refreshes_once_and_the_refused_token_is_never_reused(
     assert revoked not in vertex.used[before + 1 :], "a refused token is never sent again"
 
 
+@pytest.mark.parametrize("dialect", ["gemini", "anthropic"])
+@pytest.mark.parametrize("caller", ["anthropic", "openai-chat"])
+def test_a_401_that_persists_after_the_refresh_is_two_attempts_then_the_callers_error(
+    gateway: ServerThread, vertex: VertexDouble, dialect: str, caller: str
+) -> None:
+    CALLERS[caller](gateway.url, f"retrying-{dialect}", "text", False)  # a token in hand
+    before, fetched = vertex.unauthorized, vertex.issued
+    calls = len(vertex.used)
+    vertex.force_401 = 1000  # every token is refused, the refreshed one too
+    try:
+        path, body = (
+            (
+                "/v1/messages",
+                {"model": f"retrying-{dialect}", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]},
+            )
+            if caller == "anthropic"
+            else (
+                "/v1/chat/completions",
+                {"model": f"retrying-{dialect}", "messages": [{"role": "user", "content": "hi"}]},
+            )
+        )
+        started = time.monotonic()
+        r = httpx.post(gateway.url + path, json=body, headers={"anthropic-version": "2023-06-01"}, timeout=15)
+        elapsed = time.monotonic() - started
+    finally:
+        vertex.force_401 = 0
+    # the caller's key was fine: the gateway's credentials were refused, a bad gateway in its dialect
+    assert r.status_code == 502, r.text
+    assert "rejected the gateway's credentials" in r.json()["error"]["message"]
+    assert len(vertex.used) - calls == 2, "one attempt, one retry with a refreshed token, then the caller's error"
+    assert vertex.unauthorized - before == 2 and vertex.issued - fetched == 1 and elapsed < 5
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_only_the_betas_vertex_takes_reach_it_and_the_rest_are_reported(
+    gateway: ServerThread, vertex: VertexDouble, stream: bool
+) -> None:
+    # what Claude Code sends: first-party betas Vertex refuses with a 400, one under another name
+    beta = (
+        "prompt-caching-scope-2026-01-05,interleaved-thinking-2025-05-14,advanced-tool-use-2025-11-20,effort-2025-11-24"
+    )
+    body = {
+        "model": "vertex-claude--text",
+        "max_tokens": 16,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    headers = {"x-api-key": "caller", "anthropic-version": "2023-06-01", "anthropic-beta": beta}
+    r = httpx.post(gateway.url + "/v1/messages", headers=headers, json=body, timeout=10)
+    assert r.status_code == 200, r.text
+    sent = vertex.upstream.received[-1].headers
+    assert sent["anthropic-beta"] == "interleaved-thinking-2025-05-14,tool-search-tool-2025-10-19"
+    assert r.headers["x-gateway-dropped"] == (
+        "anthropic_beta:prompt-caching-scope-2026-01-05, anthropic_beta:effort-2025-11-24"
+    )
+
+
+def test_no_beta_header_reaches_vertex_when_none_is_taken(gateway: ServerThread, vertex: VertexDouble) -> None:
+    body = {"model": "vertex-claude--text", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"anthropic-version": "2023-06-01", "anthropic-beta": "prompt-caching-scope-2026-01-05"}
+    r = httpx.post(gateway.url + "/v1/messages", headers=headers, json=body, timeout=10)
+    assert r.status_code == 200, r.text
+    assert "anthropic-beta" not in vertex.upstream.received[-1].headers
+
+
 def test_claude_model_ids_with_at_and_the_vertex_body(gateway: ServerThread, vertex: VertexDouble) -> None:
     out = CALLERS["anthropic"](
         gateway.url, "vertex-claude@dated", "text", True
@@ -345,7 +416,7 @@ def test_paths_and_bodies() -> None:
         UpstreamCall(
             "/v1/messages",
             {"model": "claude-opus-4-1@20250805", "stream": False, "max_tokens": 5},
-            headers={"anthropic-beta": "x"},
+            headers={"anthropic-beta": "x,context-1m-2025-08-07"},
         ),
         "claude-opus-4-1@20250805",
         s,
@@ -355,7 +426,7 @@ def test_paths_and_bodies() -> None:
         == f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/claude-opus-4-1@20250805:rawPredict"
     )
     assert call.body == {"stream": False, "max_tokens": 5, "anthropic_version": "vertex-2023-10-16"}
-    assert call.headers == {"anthropic-beta": "x"}
+    assert call.headers == {"anthropic-beta": "context-1m-2025-08-07"} and call.dropped == ["anthropic_beta:x"]
     hostile = vertex.adapt(UpstreamCall("/v1/messages", {"model": "m", "stream": True}), "a/../b?c", s)
     assert hostile.path.endswith("/models/a%2F..%2Fb%3Fc:streamRawPredict")
     g = settings_for("gemini-interactions")

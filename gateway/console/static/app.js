@@ -241,8 +241,12 @@ async function keysPage() {
   async function renderList() {
     const now = await api("/admin/keys");
     const rows = (Array.isArray(now) ? now : now.keys || []).map((k) => {
+      // the spend in the key's budget period (all time without a budget), as /admin/spend sums it
       const spent = k.spend?.spent_usd ?? 0;
-      const bar = k.budget_usd ? h("progress", { max: String(k.budget_usd), value: String(Math.min(spent, k.budget_usd)), "aria-label": `spend of ${k.name}` }) : "no budget";
+      const period = k.spend?.period === "total" || !k.spend?.period ? "all time" : k.spend.period.replace(":", " ");
+      const bar = k.budget_usd != null ? h("progress", { max: String(k.budget_usd), value: String(Math.min(spent, k.budget_usd)), "aria-label": `spend of ${k.name}` }) : "no budget";
+      const spend = h("span", { class: "spend", "data-spent-usd": String(spent) }, ` ${fmt.usd(spent)}${k.budget_usd != null ? " of " + fmt.usd(k.budget_usd) : ""}`);
+      const when = h("span", { class: "muted period" }, ` (${period})`);
       const revoke = h("button", { type: "button", class: "danger", onclick: async () => { await api(`/admin/keys/${encodeURIComponent(k.name)}`, { method: "DELETE" }); await renderList(); } }, "Revoke");
       // Change limits: an empty field clears that limit (null), as PATCH /admin/keys/{name} reads it.
       const limits = h("form", { class: "limits", "aria-label": `limits of ${k.name}` },
@@ -255,7 +259,7 @@ async function keysPage() {
         await api(`/admin/keys/${encodeURIComponent(k.name)}`, { method: "PATCH", body });
         await renderList();
       });
-      return h("tr", { "data-key": k.name }, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", {}, bar, ` ${fmt.usd(spent)}`),
+      return h("tr", { "data-key": k.name }, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", {}, bar, spend, when),
         h("td", {}, k.revoked ? "–" : limits), h("td", {}, k.revoked ? "revoked" : revoke));
     });
     table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Models", "Spend / budget", "Limits", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.dialects.anthropic import betas
 from gateway.dialects.base import OnPlatform, Unwrap, UpstreamCall
 from gateway.dialects.cloud import bedrock_model_path
 
@@ -66,16 +67,7 @@ RENAMED_BETAS = {"advanced-tool-use-2025-11-20": "tool-search-tool-2025-10-19"}
 
 def split_betas(header: str | None) -> tuple[list[str], list[str]]:
     """(kept, dropped) of an ``anthropic-beta`` header's values, kept ones in Bedrock's names."""
-    kept: list[str] = []
-    dropped: list[str] = []
-    for value in (header or "").split(","):
-        value = RENAMED_BETAS.get(value.strip(), value.strip())
-        if value in BETAS:
-            if value not in kept:
-                kept.append(value)
-        elif value:
-            dropped.append(value)
-    return kept, dropped
+    return betas.split(header, BETAS, RENAMED_BETAS)
 
 
 class OnBedrock(OnPlatform):

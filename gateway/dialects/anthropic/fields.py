@@ -46,3 +46,5 @@ LIMITS = (
     ),
     Limit("store", "a Chat caller's store (OpenAI stored completions) has no Anthropic equivalent", advisory=True),
 )
+
+HINTS: dict[str, tuple[str, ...]] = {}  # every Anthropic sampling setting has an IR slot

@@ -57,6 +57,7 @@ class ConverseCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # empty: no caller writes Converse parameters
+    hints = fields.HINTS  # sampling hints with no IR slot, reported when lost (carry.py)
     identity = Identity("aws.bedrock", "chat", "aws")
     routes: tuple[CallerRoute, ...] = ()  # upstream only
 

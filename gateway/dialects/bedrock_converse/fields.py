@@ -72,3 +72,5 @@ LIMITS = (
     Limit("metadata", "Bedrock Converse takes no request metadata", advisory=True),
     Limit("store", "a Chat caller's store (OpenAI stored completions) has no Bedrock equivalent", advisory=True),
 )
+
+HINTS: dict[str, tuple[str, ...]] = {}  # no caller speaks Converse

@@ -24,8 +24,20 @@ PARAMS = {
 
 LIMITS = (
     Limit("parallel_tool_calls", "Gemini cannot be told to make one function call at a time"),
-    Limit("tools.strict", "Gemini function declarations have no strict mode"),
+    # pydantic-ai and the OpenAI Agents SDK mark every tool strict: the schema still goes; dropped
+    # and reported unless refuse_unsupported
+    Limit("tools.strict", "Gemini function declarations have no strict mode", advisory=True),
     Limit("user", "Gemini takes no end-user id", advisory=True),
     Limit("metadata", "Gemini takes no request metadata", advisory=True),
     Limit("store", "a Chat caller's store (OpenAI stored completions) has no Gemini equivalent", advisory=True),
 )
+
+# Sampling hints a Gemini caller may send that the IR has no slot for (kept in extras for a Gemini
+# upstream; toward another dialect dropped and reported: gateway/dialects/carry.py ``lost_hints``).
+HINTS = {
+    "presence_penalty": ("generationConfig", "presencePenalty"),
+    "frequency_penalty": ("generationConfig", "frequencyPenalty"),
+    "seed": ("generationConfig", "seed"),
+    "logprobs": ("generationConfig", "responseLogprobs"),
+    "top_logprobs": ("generationConfig", "logprobs"),
+}

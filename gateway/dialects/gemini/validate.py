@@ -3,8 +3,9 @@
 From the API reference of ``models.generateContent``: ``contents`` is not empty, each content's
 ``parts`` is not empty, a ``role`` when given is not empty, every part holds one data field
 (``text``, ``inlineData``, ``fileData``, ``functionCall``, ``functionResponse``, …: the proto's
-``data`` oneof; ``thought`` and ``thoughtSignature`` alone are not data), ``systemInstruction``
-has ``parts``; ``generationConfig.temperature`` in [0, 2], ``topP`` in [0, 1], ``topK`` ≥ 0,
+``data`` oneof; ``thought`` and ``thoughtSignature`` alone are not data, nor is ``"text": null``),
+``systemInstruction`` is a Content object (not a string: the SDKs wrap one, the wire does not)
+with ``parts``; ``generationConfig.temperature`` in [0, 2], ``topP`` in [0, 1], ``topK`` ≥ 0,
 ``maxOutputTokens`` and ``candidateCount`` ≥ 1, ``thinkingConfig.thinkingBudget`` ≥ -1 (-1 is
 "dynamic"); a function declaration has a non-empty ``name``; ``allowedFunctionNames`` needs
 function declarations and names only declared functions. The REST API takes both camelCase and
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.dialects.base import RequestMeta
-from gateway.dialects.validation import Table, any_key, in_range, min_items, non_empty, required
+from gateway.dialects.validation import Table, any_key, in_range, is_object, min_items, non_empty, required
 
 DATA_KEYS = (
     "text",
@@ -45,6 +46,11 @@ RULES = (
     required("contents[].parts"),
     min_items("contents[].parts"),
     any_key("contents[].parts[]", *DATA_KEYS),
+    is_object(
+        "systemInstruction",
+        "Invalid value at '{path}' (type.googleapis.com/google.ai.generativelanguage.v1beta.Content), {value!r}: "
+        'expected a Content object ({{"parts": [{{"text": ...}}]}})',
+    ),
     required("systemInstruction.parts"),
     any_key("systemInstruction.parts[]", *DATA_KEYS),
     in_range("generationConfig.temperature", 0, 2),

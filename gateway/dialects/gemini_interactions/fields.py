@@ -22,10 +22,15 @@ PARAMS = {
 }
 
 LIMITS = (
-    Limit("top_k", "the Interactions API has no top_k"),
+    # hints clients send by default (Gemini CLI: topK; pydantic-ai: strict on every tool): the
+    # schema still goes; dropped and reported unless refuse_unsupported
+    Limit("top_k", "the Interactions API has no top_k", advisory=True),
     Limit("parallel_tool_calls", "the Interactions API cannot be told to make one function call at a time"),
-    Limit("tools.strict", "Interactions function tools have no strict mode"),
+    Limit("tools.strict", "Interactions function tools have no strict mode", advisory=True),
     Limit("user", "the Interactions API takes no end-user id", advisory=True),
     Limit("metadata", "the Interactions API takes no request metadata", advisory=True),
     Limit("store", "a Chat caller's store (OpenAI stored completions) has no Interactions equivalent", advisory=True),
 )
+
+# Sampling hints an Interactions caller may send that the IR has no slot for (see carry.lost_hints).
+HINTS = {"seed": ("generation_config", "seed")}

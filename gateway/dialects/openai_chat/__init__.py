@@ -62,6 +62,7 @@ class OpenAIChatCodec:
     fast_path = FAST_PATH
     limits = fields.LIMITS  # what an upstream of this dialect cannot carry (gateway/dialects/carry.py)
     params = fields.PARAMS  # IR field -> this dialect's parameter, for refusals in a caller's terms
+    hints = fields.HINTS  # sampling hints with no IR slot, reported when lost (carry.py)
     identity = Identity("openai", "chat", "openai")
     routes = caller.ROUTES
 

@@ -26,7 +26,8 @@ PARAMS = {
 }
 
 LIMITS = (
-    Limit("top_k", "Chat Completions has no top_k"),
+    # a sampling hint Gemini CLI always sends: dropped and reported unless refuse_unsupported
+    Limit("top_k", "Chat Completions has no top_k", advisory=True),
     Limit("messages.file_url", "Chat Completions takes files as data or a file id, not by URL"),
     Limit("messages.assistant_media", "Chat Completions assistant messages cannot hold images or files"),
     # Not every Chat model takes reasoning_effort (gpt-4o refuses it): "off" is the default there.
@@ -38,3 +39,13 @@ LIMITS = (
         when=lambda r: USES["metadata"](r) and not r.store,
     ),
 )
+
+# Sampling hints a Chat caller may send that the IR has no slot for (kept in extras for a Chat
+# upstream; toward another dialect dropped and reported: gateway/dialects/carry.py ``lost_hints``).
+HINTS = {
+    "presence_penalty": ("presence_penalty",),
+    "frequency_penalty": ("frequency_penalty",),
+    "seed": ("seed",),
+    "logprobs": ("logprobs",),
+    "top_logprobs": ("top_logprobs",),
+}

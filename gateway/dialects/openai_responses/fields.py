@@ -25,7 +25,8 @@ PARAMS = {
 
 LIMITS = (
     Limit("stop", "the Responses API has no stop sequences"),
-    Limit("top_k", "the Responses API has no top_k"),
+    # a sampling hint Gemini CLI always sends: dropped and reported unless refuse_unsupported
+    Limit("top_k", "the Responses API has no top_k", advisory=True),
     Limit("messages.assistant_media", "Responses assistant messages cannot hold images or files"),
     Limit(
         "thinking.disabled",
@@ -39,3 +40,6 @@ LIMITS = (
         when=lambda r: USES["metadata"](r) and not all(isinstance(v, str) for v in (r.metadata or {}).values()),
     ),
 )
+
+# Sampling hints a Responses caller may send that the IR has no slot for (see carry.lost_hints).
+HINTS = {"top_logprobs": ("top_logprobs",)}
