@@ -19,7 +19,7 @@ from gateway.events import End, Event, MessageStart, Usage
 from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import stream_error
-from .stop_reasons import map_stop_reason, render_stop_reason
+from .stop_reasons import map_stop_reason, refusal_notice, render_stop_reason
 from .stream_encode import DIALECT, packed_signature
 from .usage import convert_usage, render_usage
 
@@ -105,7 +105,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(texts) if texts else None,
-        "refusal": None,
+        "refusal": refusal_notice(reply.end, same),
         "annotations": [],
     }
     if tool_calls:
