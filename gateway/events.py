@@ -48,6 +48,10 @@ class BlockStart:
     id: str | None = None  # tool call id
     name: str | None = None  # tool name
     data: str | None = None  # opaque payload of a redacted_thinking block (arrives whole)
+    # The tool's namespace, apart from ``name`` (a Responses ``function_call`` of a namespaced or
+    # tool-search tool): a caller of another dialect declared the bare name and gets it; only a
+    # Responses encoder writes the namespace back.
+    namespace: str | None = None
 
 
 @dataclass(slots=True)

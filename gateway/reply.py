@@ -34,6 +34,7 @@ class ReplyBlock:
     name: str | None = None
     signature: str | None = None
     data: str | None = None  # redacted_thinking payload
+    namespace: str | None = None  # a tool call's namespace (BlockStart.namespace)
 
     @property
     def arguments(self) -> str:
@@ -73,7 +74,7 @@ class ReplyBuilder:
             if block is not None:
                 block.text += event.fragment
         elif isinstance(event, BlockStart):
-            block = ReplyBlock(event.kind, id=event.id, name=event.name, data=event.data)
+            block = ReplyBlock(event.kind, id=event.id, name=event.name, data=event.data, namespace=event.namespace)
             self._by_index[event.index] = block
             r.blocks.append(block)
         elif isinstance(event, SignatureDelta):
@@ -106,7 +107,7 @@ def unfold(reply: Reply) -> list[Event]:
     """The events of a whole reply, in stream order (used by whole-body decoders and the demo)."""
     events: list[Event] = [MessageStart(reply.id, reply.model)]
     for index, block in enumerate(reply.blocks):
-        events.append(BlockStart(index, block.kind, block.id, block.name, block.data))
+        events.append(BlockStart(index, block.kind, block.id, block.name, block.data, block.namespace))
         if block.text:
             if block.kind == "text":
                 events.append(TextDelta(index, block.text))

@@ -165,6 +165,7 @@ class Blocks:
         id: str | None = None,
         name: str | None = None,
         data: str | None = None,
+        namespace: str | None = None,
     ) -> int:
         """Open the next block under ``key`` (a block still open under the same key is stopped
         first: one key names one open block); its index."""
@@ -176,7 +177,7 @@ class Blocks:
         elif key in live:
             out.append(BlockStop(live.pop(key)))
         live[key] = index
-        out.append(BlockStart(index, kind, id, name, data))
+        out.append(BlockStart(index, kind, id, name, data, namespace))
         return index
 
     def stop(self, key: Hashable, out: list[Event]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from gateway.dialects.openai_responses.request_parse import NS_SEP
 from gateway.ir import FilePart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from gateway.reply import Reply
 
@@ -77,7 +78,10 @@ def reply_message(reply: Reply, origin: str) -> Message:
         if block.kind == "text" and block.text:
             content.append(TextPart(block.text))
         elif block.kind == "tool_call":
-            content.append(ToolCallPart(block.id or "", block.name or "", block.arguments))
+            # the IR spells a namespaced tool as Responses' request parser flattens it, so the
+            # next turn's builder restores the namespace
+            name = f"{block.namespace}{NS_SEP}{block.name or ''}" if block.namespace else block.name or ""
+            content.append(ToolCallPart(block.id or "", name, block.arguments))
         elif block.kind == "thinking":
             content.append(ThinkingPart(block.text, block.signature, origin if block.signature else None))
         elif block.kind == "redacted_thinking":

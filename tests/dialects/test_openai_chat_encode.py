@@ -224,10 +224,12 @@ def test_capture_reencode_round_trip(name: str) -> None:
     assert final.choices[0].finish_reason == orig.end.raw_reason
 
 
-def test_refusal_and_pause_map_to_stop_and_keepalive() -> None:
-    for reason in ("refusal", "pause"):
-        body = encode([MessageStart("m", "x"), End(reason, None)], ctx(upstream="anthropic"))  # type: ignore[arg-type]
-        assert b'"finish_reason":"stop"' in body
+def test_pause_maps_to_stop_a_refusal_to_content_filter_and_keepalive() -> None:
+    body = encode([MessageStart("m", "x"), End("pause", None)], ctx(upstream="anthropic"))
+    assert b'"finish_reason":"stop"' in body
+    # another dialect's refusal is never a clean stop: content_filter, and the message's refusal says so
+    body = encode([MessageStart("m", "x"), End("refusal", "refusal")], ctx(upstream="anthropic"))
+    assert b'"finish_reason":"content_filter"' in body and b'"delta":{"refusal":"' in body
     assert CODEC.stream_encoder(ctx()).keepalive() == b": keepalive\n\n"
 
 

@@ -238,7 +238,8 @@ def test_incomplete_content_filter_and_namespace_call() -> None:
     for f in frames:
         events += dec.feed(SSEFrame(orjson.dumps(f).decode(), f["type"]))
     r = fold(events)
-    assert r.blocks[0].name == "shell__exec" and r.blocks[0].text == '{"cmd":"ls"}'
+    # the namespace stays beside the name: a caller of another dialect declared "exec"
+    assert r.blocks[0].name == "exec" and r.blocks[0].namespace == "shell" and r.blocks[0].text == '{"cmd":"ls"}'
     assert r.end == End("content_filter", "content_filter")
 
 

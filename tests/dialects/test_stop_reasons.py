@@ -77,7 +77,11 @@ RENDER: list[tuple[str, End, bool, Any]] = [
     ("anthropic", End("stop", "brand_new"), True, "brand_new"),
     ("anthropic", End("stop", "brand_new"), False, "end_turn"),
     ("openai-chat", End("tool_use"), False, "tool_calls"),
-    ("openai-chat", End("refusal"), False, "stop"),
+    # another dialect's refusal is never a clean, empty success (issue 30 item 5)
+    ("openai-chat", End("refusal", "refusal"), False, "content_filter"),
+    ("openai-responses", End("refusal", "refusal"), False, ("incomplete", "content_filter")),
+    ("gemini-interactions", End("refusal", "refusal"), False, "incomplete"),
+    ("anthropic", End("refusal", "refusal"), False, "refusal"),
     ("openai-chat", End("tool_use", "function_call"), True, "function_call"),
     ("openai-chat", End("stop", "made_up"), True, "stop"),
     ("openai-responses", End("stop"), False, ("completed", None)),

@@ -11,6 +11,8 @@ Choices made here:
 * Blocks the IR cannot carry (``server_tool_use``, ``web_search_tool_result``, …) are skipped with
   a warning, and the remaining blocks are renumbered 0..n-1 in order of appearance, so ``index`` is
   the block's position in the content the caller will see (no gaps from skipped blocks).
+* Blocks already inside ``message_start.message.content`` (programmatic tool calling puts
+  ``tool_use`` blocks there) are events too, as if each had its own ``content_block_start``.
 * The stop reason of ``message_delta`` is held until ``message_stop``: ``End`` only follows the
   terminator. Blocks still open at ``message_stop`` (Anthropic omits ``content_block_stop`` when
   max_tokens cuts a tool input) get a ``BlockStop`` first.
@@ -130,6 +132,12 @@ class AnthropicStreamDecoder:
         usage = self._usage.update(message.get("usage"))
         if usage is not None:
             events.append(usage)
+        # Programmatic tool calling can put whole blocks (a ``tool_use`` the code execution made)
+        # in the start message itself: each is a block like one opened by content_block_start, at
+        # its position; it is complete, so it stops at once unless deltas for its index follow.
+        content = message.get("content")
+        for position, block in enumerate(content if isinstance(content, list) else []):
+            events += self._block_start({"index": position, "content_block": block})
         return events
 
     def _block_start(self, data: dict[str, Any]) -> list[Event]:

@@ -12,8 +12,9 @@ reason. Mapping (decode):
   ``cancelled`` (status 499): a cancelled generation is not a finished answer, so callers of other
   dialects must not mistake it for one. Both are decided in the decoders, not here.
 
-Encode: ``stop`` / ``content_filter`` / ``refusal`` -> ``completed`` (the content is what it is; the
-Interactions API has no filter status), ``tool_use`` -> ``requires_action``, ``length`` and
+Encode: ``stop`` / ``content_filter`` -> ``completed`` (the content is what it is; the
+Interactions API has no filter status), ``refusal`` -> ``incomplete`` (its closest status: a
+refusal, often with no content, must not read as a clean success), ``tool_use`` -> ``requires_action``, ``length`` and
 ``pause`` -> ``incomplete``, ``error`` -> ``failed``. An upstream of this same dialect keeps its raw
 status.
 """
@@ -35,7 +36,7 @@ FROM_WIRE: dict[str, StopReason] = {
 TO_WIRE: dict[str, str] = {
     "stop": "completed",
     "content_filter": "completed",
-    "refusal": "completed",
+    "refusal": "incomplete",  # the model declined: not a finished answer (no refusal status exists)
     "tool_use": "requires_action",
     "length": "incomplete",
     "pause": "incomplete",

@@ -2,8 +2,10 @@
 
 Chat has four finish reasons (plus the legacy ``function_call``). A refusal is not a finish
 reason in Chat: OpenAI streams the refusal text in ``delta.refusal`` and finishes with plain
-``stop`` (see captures-public/openai-chat/refusal.sse), so ``refusal`` is encoded as ``stop``;
-``pause`` (Anthropic ``pause_turn``) and ``error`` have no Chat spelling either and become ``stop``.
+``stop`` (see captures-public/openai-chat/refusal.sse). Another dialect's refusal (Anthropic
+``stop_reason: "refusal"``, often with no text at all) must not look like a clean answer, so it is
+encoded as ``content_filter`` with ``REFUSAL_NOTICE`` in the message's ``refusal`` (whole.py,
+stream_encode.py): a Chat client checks one or the other. ``pause`` (Anthropic ``pause_turn``) and ``error`` have no Chat spelling either and become ``stop``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,18 @@ TO_WIRE: dict[str, str] = {
     "length": "length",
     "tool_use": "tool_calls",
     "content_filter": "content_filter",
-    "refusal": "stop",
+    "refusal": "content_filter",
     "pause": "stop",
     "error": "stop",
 }
+
+REFUSAL_NOTICE = "The model declined to answer this request."
+
+
+def refusal_notice(end: End | None, same_dialect: bool) -> str | None:
+    """The message's ``refusal`` for an answer another dialect ended as a refusal, else None."""
+    return REFUSAL_NOTICE if end is not None and end.reason == "refusal" and not same_dialect else None
+
 
 FINISH_REASONS = frozenset(("stop", "length", "tool_calls", "content_filter", "function_call"))
 

@@ -47,6 +47,7 @@ from gateway.events import (
 from gateway.framing.sse import COMMENT_KEEPALIVE
 
 from .errors import error_object
+from .stop_reasons import refusal_notice
 from .stop_reasons import render_stop_reason as to_finish
 from .usage import render_usage as to_chat
 
@@ -211,6 +212,17 @@ class ChatStreamEncoder:
         self._finished = True
         out = b"".join(self._flush(t) for t in self._tools.values() if not t.sent)
         finish = to_finish(event, self._same)
+        notice = refusal_notice(event, self._same)
+        if notice is not None:  # another dialect's refusal: said in the message's refusal, not only the finish
+            out += (
+                b"data: "
+                + self._head
+                + b',"choices":[{"index":0,"delta":{"refusal":'
+                + orjson.dumps(notice)
+                + b'},"logprobs":null,"finish_reason":null}]'
+                + self._usage_null
+                + b"}\n\n"
+            )
         out += (
             b"data: "
             + self._head

@@ -20,7 +20,7 @@ from gateway.reply import Reply, ReplyBlock, unfold
 
 from .content_parts import content_parts
 from .errors import stream_error
-from .stop_reasons import map_stop_reason, render_stop_reason
+from .stop_reasons import map_stop_reason, refusal_notice, render_stop_reason
 from .stream_encode import DIALECT, packed_signature
 from .usage import convert_usage, render_usage
 
@@ -107,7 +107,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(texts) if texts else None,
-        "refusal": None,
+        "refusal": refusal_notice(reply.end, same),
         "annotations": [],
     }
     if tool_calls:

@@ -36,6 +36,10 @@ def render_stop_reason(end: End, same_dialect: bool) -> tuple[str, str | None]:
         if same_dialect and end.raw_reason and end.raw_reason != COMPLETED:
             return "incomplete", end.raw_reason
         return "incomplete", "max_output_tokens"
+    if end.reason == "refusal" and not same_dialect:
+        # another dialect's refusal (Anthropic ``stop_reason: "refusal"``): the response did not
+        # complete; ``content_filter`` is the one incomplete reason OpenAI documents for it
+        return "incomplete", "content_filter"
     if end.reason == "content_filter":
         if same_dialect and end.raw_reason and end.raw_reason != COMPLETED:
             return "incomplete", end.raw_reason

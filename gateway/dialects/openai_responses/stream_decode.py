@@ -41,7 +41,6 @@ from gateway.events import (
 from gateway.framing.sse import SSEFrame
 
 from .errors import kind_for_code, lasting_code
-from .request_parse import NS_SEP
 from .stop_reasons import COMPLETED, map_stop_reason
 from .usage import convert_usage
 
@@ -101,11 +100,13 @@ class _Item:
         self.closed = False
 
 
-def tool_name(item: dict[str, Any]) -> str:
+def tool_name(item: dict[str, Any]) -> tuple[str, str | None]:
+    """A ``function_call``'s (name, namespace), kept apart: the namespace is OpenAI's grouping (a
+    Codex ``namespace`` tool, tool search), not part of the name a caller of another dialect
+    declared; a Responses encoder writes it back beside the name."""
     name = item.get("name")
-    name = name if isinstance(name, str) else ""
     ns = item.get("namespace")
-    return f"{ns}{NS_SEP}{name}" if isinstance(ns, str) and ns else name
+    return (name if isinstance(name, str) else ""), (ns if isinstance(ns, str) and ns else None)
 
 
 class ResponsesStreamDecoder:
@@ -171,8 +172,15 @@ class ResponsesStreamDecoder:
             return self._items.get(self._by_id[item_id])
         return None
 
-    def _open(self, kind: BlockKind, out: list[Event], call_id: str | None = None, name: str | None = None) -> int:
-        return self._blocks.start(kind, out, id=call_id, name=name)
+    def _open(
+        self,
+        kind: BlockKind,
+        out: list[Event],
+        call_id: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+    ) -> int:
+        return self._blocks.start(kind, out, id=call_id, name=name, namespace=namespace)
 
     def _text_part(self, data: dict[str, Any], out: list[Event]) -> _Part | None:
         item = self._item(data)
@@ -233,7 +241,7 @@ class ResponsesStreamDecoder:
         if kind == "function_call":
             self._saw_call = True
             item.block = self._open(
-                "tool_call", out, str(raw.get("call_id") or raw.get("id") or new_id("call_")), tool_name(raw)
+                "tool_call", out, str(raw.get("call_id") or raw.get("id") or new_id("call_")), *tool_name(raw)
             )
             args = raw.get("arguments")
             if isinstance(args, str) and args:

@@ -60,6 +60,7 @@ class _Out:
         "chunks",
         "call_id",
         "name",
+        "namespace",
         "signature",
         "part_open",
         "prefix",
@@ -73,6 +74,7 @@ class _Out:
         self.chunks: list[str] = []
         self.call_id = ""
         self.name = ""
+        self.namespace: str | None = None
         self.signature: str | None = None
         self.part_open = False  # thinking: reasoning_summary_part.added was sent
         self.prefix = b""
@@ -175,9 +177,12 @@ class ResponsesStreamEncoder:
             block = _Out("tool_call", oi, new_id("fc_"))
             block.call_id = ev.id or new_id("call_")
             block.name = ev.name or ""
+            block.namespace = ev.namespace
             self._blocks[ev.index] = block
             block.prefix = _delta_prefix("response.function_call_arguments.delta", block.item_id, oi, "")
-            item = call_item(block.item_id, block.call_id, block.name, "", self._namespaces, "in_progress")
+            item = call_item(
+                block.item_id, block.call_id, block.name, "", self._namespaces, "in_progress", block.namespace
+            )
             return self._frame(
                 "response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}
             )
@@ -253,7 +258,7 @@ class ResponsesStreamEncoder:
             )
         if block.kind == "tool_call":
             args = text if text.strip() else "{}"
-            item = call_item(item_id, block.call_id, block.name, args, self._namespaces)
+            item = call_item(item_id, block.call_id, block.name, args, self._namespaces, namespace=block.namespace)
             self._final[oi] = item
             return self._frame(
                 "response.function_call_arguments.done",

@@ -63,12 +63,14 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
         elif item_type == "function_call":
             saw_call = True
             args = item.get("arguments")
+            name, namespace = tool_name(item)
             reply.blocks.append(
                 ReplyBlock(
                     "tool_call",
                     args if isinstance(args, str) else "",
                     id=str(item.get("call_id") or item.get("id") or ""),
-                    name=tool_name(item),
+                    name=name,
+                    namespace=namespace,
                 )
             )
         elif item_type == "reasoning":
@@ -165,8 +167,16 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
 
 
 def call_item(
-    item_id: str, call_id: str, name: str, arguments: str, namespaces: dict[str, Any], status: str = "completed"
+    item_id: str,
+    call_id: str,
+    name: str,
+    arguments: str,
+    namespaces: dict[str, Any],
+    status: str = "completed",
+    namespace: str | None = None,
 ) -> dict[str, Any]:
+    """A ``function_call`` item: ``namespace`` is the upstream's own (a Responses upstream's
+    namespaced call); else a namespace tool the caller declared, flattened in the IR, is restored."""
     item: dict[str, Any] = {
         "id": item_id,
         "type": "function_call",
@@ -176,7 +186,9 @@ def call_item(
         "name": name,
     }
     ns = namespaces.get(name)
-    if ns:
+    if namespace:
+        item["namespace"] = namespace
+    elif ns:
         item["name"], item["namespace"] = ns["name"], ns["namespace"]
     return item
 
@@ -230,7 +242,14 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
             output.append(message_item(new_id("msg_"), block.text))
         elif block.kind == "tool_call":
             output.append(
-                call_item(new_id("fc_"), block.id or new_id("call_"), block.name or "", block.arguments, namespaces)
+                call_item(
+                    new_id("fc_"),
+                    block.id or new_id("call_"),
+                    block.name or "",
+                    block.arguments,
+                    namespaces,
+                    namespace=block.namespace,
+                )
             )
         elif block.kind == "thinking":
             sig = signatures.for_caller(DIALECT, ctx.upstream_dialect, block.signature) if block.signature else None
