@@ -111,6 +111,7 @@ class KeySettings(BaseModel):
     max_parallel: int | None = None
     expires_at: str | None = None  # ISO 8601; a key past it is refused (401)
     refuse_unpriced: bool = False  # refuse (403) models without a known price
+    guardrails: list[str] = Field(default_factory=list)  # [[guardrails]] names; with the route's, the union
 
     @field_validator("name")
     @classmethod
@@ -261,6 +262,24 @@ class ProviderSettings(BaseModel):
 Strategy = Literal["weighted", "least_busy", "latency", "ordered"]
 
 
+class RegexPattern(BaseModel):
+    name: str  # the <type> in [REDACTED:<type>] and in the access log
+    pattern: str
+
+
+class GuardrailSettings(BaseModel):
+    """One ``[[guardrails]]`` entry (gateway/guardrails/): what to look for, where, and what to do."""
+
+    name: str
+    kind: Literal["pii", "regex"]
+    on: list[Literal["request", "response"]] = ["request", "response"]
+    action: Literal["redact", "block", "log"] = "redact"
+    types: list[str] | None = None  # pii: the recognizers to run (default: all)
+    patterns: list[str | RegexPattern] = Field(
+        default_factory=list
+    )  # regex: a bare string is named after the guardrail
+
+
 class TargetSettings(BaseModel):
     """One deployment serving a route (CONTRACT.md "Routes over several targets")."""
 
@@ -284,6 +303,7 @@ class RouteSettings(BaseModel):
     affinity_ttl_seconds: float = Field(default=3600.0, gt=0)  # an idle session forgets its target after this
     cooldown_seconds: float = Field(default=30.0, ge=0)  # a target failing before the first byte is skipped this long
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
+    guardrails: list[str] = Field(default_factory=list)  # [[guardrails]] names; with a key's, the union
 
 
 class StoreSettings(BaseModel):
@@ -351,6 +371,7 @@ class Settings(BaseSettings):
     admin: AdminSettings = Field(default_factory=AdminSettings)
     inspector: InspectorSettings = Field(default_factory=InspectorSettings)
     keys: list[KeySettings] = Field(default_factory=list)
+    guardrails: list[GuardrailSettings] = Field(default_factory=list)
     prices: dict[str, PriceSettings] = Field(default_factory=dict)
     spend: SpendSettings = Field(default_factory=SpendSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)

@@ -109,6 +109,11 @@ class Relay:
                 self._check_limits(req)
                 ex.req = req
                 resolved = ex.resolved = state.router.resolve(req.model)
+                if state.guardrails is not None:  # before the span and the upstream see the request
+                    guard = ex.guard = state.guardrails.for_request(resolved.route, record.key)
+                    if guard is not None:
+                        record.guardrails = guard.acted
+                        guard.check_request(req)
                 if trace is not None:
                     trace.request(req, resolved)
                 if (
@@ -162,7 +167,8 @@ class Relay:
                 shared.release()
             if capture is not None:
                 CURRENT.reset(capture_token)
-                state.inspector.end(capture, record)
+                if ex.guard is None:  # a guarded request's wire (raw values) is never kept
+                    state.inspector.end(capture, record)
             if trace is not None:
                 trace.finish(record)
 
@@ -262,7 +268,11 @@ class Relay:
         try:
             fast = (
                 codec.name
-                if req.stream and self.state.fast_path and ex.persist is None and req.stream_framing == "sse"
+                if req.stream
+                and self.state.fast_path
+                and ex.persist is None
+                and req.stream_framing == "sse"
+                and (ex.guard is None or not ex.guard.on_response)  # redacted events are re-encoded
                 else None
             )
             opened = await open_upstream(
@@ -346,11 +356,14 @@ class Relay:
             await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
             await writer.write(b"", more=False)
 
+        guard = ex.guard if ex.guard is not None and ex.guard.on_response else None
         try:
             batch = opened.first
             loop = asyncio.get_running_loop()
             encode = encoder.encode
             while True:
+                if guard is not None:
+                    batch = guard.filter(batch)
                 if passthrough is None or frames is None:
                     out = b"".join([encode(e) for e in batch])
                 else:
@@ -410,8 +423,9 @@ class Relay:
     async def _whole(self, ex: Exchange, ctx: EncodeContext, opened: Opened) -> None:
         codec, record, persist, trace = ex.codec, ex.record, ex.persist, ex.trace
         builder = persist.builder if persist is not None else ReplyBuilder()
+        guard = ex.guard if ex.guard is not None and ex.guard.on_response else None
         async for batch in batches(opened):
-            for event in batch:
+            for event in batch if guard is None else guard.filter(batch):
                 builder.add(event)
                 _note_usage(record, event)
         reply = builder.reply
