@@ -101,16 +101,9 @@ def _note(acted: list[dict[str, Any]], g: Guardrail, where: str, hits: list[Hit]
     acted.append({"name": g.name, "action": g.action, "where": where, "types": types})
 
 
-def blocked(g: Guardrail, where: str, dialect: str | None = None) -> GatewayError:
-    """The 400 of a block; ``origin`` the caller's dialect, so its rendering keeps the code."""
-    return GatewayError(
-        "invalid_request",
-        f"guardrail {g.name!r} blocked the {where}",
-        400,
-        raw="guardrail_blocked",
-        origin=dialect,
-        param=g.name,
-    )
+def blocked(g: Guardrail, where: str) -> GatewayError:
+    """The 400 of a block: each dialect renders the kind (OpenAI's ``code`` is ``guardrail_blocked``)."""
+    return GatewayError("guardrail_blocked", f"guardrail {g.name!r} blocked the {where}", 400, param=g.name)
 
 
 @dataclass(slots=True)
@@ -153,7 +146,7 @@ class RequestGuard:
                 _walk(req, apply)
             except _Blocked:
                 _note(self.acted, g, "request", hits)
-                raise blocked(g, "request", req.dialect) from None
+                raise blocked(g, "request") from None
             if hits:
                 _note(self.acted, g, "request", hits)
 
@@ -216,7 +209,7 @@ class RequestGuard:
         if g.action != "block":
             return False
         err = blocked(g, "answer")
-        out.append(StreamError(err.kind, err.message, 400, raw="guardrail_blocked"))
+        out.append(StreamError(err.kind, err.message, 400))
         self._stopped = True
         return True
 
