@@ -59,6 +59,16 @@ def always(text: str) -> bool:
     return True
 
 
+# type -> a character every match holds (gateway/guardrails/scanner.py scans only the types present)
+TRIGGERS: dict[str, str] = {
+    "email": "@",
+    "iban": r"\d",
+    "credit_card": r"\d",
+    "us_ssn": "-",
+    "ip_address": r"[.:]",
+    "phone_number": r"\d",
+}
+
 # type -> (pattern, check); order is priority at one position (a card before a phone number)
 RECOGNIZERS: dict[str, tuple[str, Check]] = {
     "email": (r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}(?![\w-])", always),

@@ -26,16 +26,33 @@ class Hit:
 
 
 class Scanner:
-    def __init__(self, patterns: list[tuple[str, str, Check]]) -> None:
-        """``patterns``: (type, pattern, check) in priority order."""
+    """``patterns``: (type, pattern, check) in priority order; ``triggers``: per type, a character
+    every match of it contains (``@`` for an email). One alternation is much slower than its parts,
+    so a text is scanned with the alternation of only the types whose trigger it holds: the same
+    matches (a type without its trigger cannot match), at a fraction of the cost."""
+
+    def __init__(self, patterns: list[tuple[str, str, Check]], triggers: dict[str, str] | None = None) -> None:
         self.types = [t for t, _, _ in patterns]
         self._checks: dict[str, tuple[str, Check]] = {}
-        alternatives = []
+        self._alternatives: list[str] = []
+        self._triggers: list[tuple[int, regex.Pattern[str] | None]] = []
         for i, (kind, pattern, check) in enumerate(patterns):
             group = f"g{i}"
             self._checks[group] = (kind, check)
-            alternatives.append(f"(?P<{group}>{pattern})")
-        self.pattern = regex.compile("|".join(alternatives), regex.V0)
+            self._alternatives.append(f"(?P<{group}>{pattern})")
+            trigger = (triggers or {}).get(kind)
+            self._triggers.append((i, regex.compile(trigger) if trigger else None))
+        self.pattern = regex.compile("|".join(self._alternatives), regex.V0)
+        self._subsets: dict[tuple[int, ...], regex.Pattern[str] | None] = {}
+
+    def pattern_for(self, text: str) -> regex.Pattern[str] | None:
+        """The alternation of the types that can match in ``text`` (None: none can)."""
+        present = tuple(i for i, trigger in self._triggers if trigger is None or trigger.search(text) is not None)
+        compiled = self._subsets.get(present, self)  # (self: not compiled yet)
+        if compiled is self:
+            compiled = regex.compile("|".join(self._alternatives[i] for i in present), regex.V0) if present else None
+            self._subsets[present] = compiled
+        return compiled  # type: ignore[return-value]
 
     def _confirmed(self, m: regex.Match[str]) -> Hit | None:
         group = m.lastgroup
@@ -47,7 +64,8 @@ class Scanner:
     def redact(self, text: str) -> tuple[str, list[Hit]]:
         """The whole text with each confirmed hit replaced: the same loop as a stream's, in one piece
         (so it is the reference any chunking must equal)."""
-        if self.pattern.search(text) is None:  # the common case: one pass, nothing built
+        pattern = self.pattern_for(text)
+        if pattern is None or pattern.search(text) is None:  # the common case: nothing built
             return text, []
         red = StreamRedactor(self, True)
         return red._scan(text, final=True), red.hits
@@ -92,7 +110,14 @@ class StreamRedactor:
         pos = len(ctx)
         end = len(s)
         out: list[str] = []
-        search = self.scanner.pattern.search
+        # a final scan needs only the types whose trigger the text holds; a stream's must also see a
+        # match in progress whose trigger has not arrived yet ("jane.roe" before its "@")
+        pattern = self.scanner.pattern_for(s) if final else self.scanner.pattern
+        if pattern is None:  # nothing in the text can start a match: all of it goes now
+            self.buffer = ""
+            self.context = s[-CONTEXT:]
+            return text
+        search = pattern.search
         while pos < end:
             m = search(s, pos, partial=not final)
             if m is None:

@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.guardrails.engine import compile_guardrail
-from gateway.guardrails.pii import RECOGNIZERS
+from gateway.guardrails.pii import RECOGNIZERS, TRIGGERS
 from gateway.guardrails.scanner import Scanner, StreamRedactor
 from gateway.settings import GuardrailSettings
 
-SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()])
+SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS)
 
 VALUES = {
     "email": ["jane.roe@example.com", "a.b+tag@mail.example.co.uk"],
