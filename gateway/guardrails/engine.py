@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.events import BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
-from gateway.guardrails.pii import RECOGNIZERS, TRIGGERS, Check, always
+from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
 from gateway.ir import ChatRequest, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
@@ -44,7 +44,7 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
                 f"guardrail {spec.name!r}: unknown pii types {unknown}; known: {', '.join(RECOGNIZERS)}"
             )
         chosen = [(t, *RECOGNIZERS[t]) for t in RECOGNIZERS if t in types]  # the built-in priority order
-        scanner = Scanner(chosen, TRIGGERS)
+        scanner = Scanner(chosen, TRIGGERS, CHARSETS)
     else:
         if not spec.patterns:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: kind regex needs patterns")

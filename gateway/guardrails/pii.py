@@ -69,6 +69,18 @@ TRIGGERS: dict[str, str] = {
     "phone_number": r"\d",
 }
 
+_DIGITS = "0123456789"
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# type -> every character a match can hold (a stream holds back a trailing run of them)
+CHARSETS: dict[str, str] = {
+    "email": _LETTERS + _DIGITS + "._%+-@",
+    "iban": _LETTERS[:26] + _DIGITS + " ",
+    "credit_card": _DIGITS + " -",
+    "us_ssn": _DIGITS + "-",
+    "ip_address": _DIGITS + "abcdefABCDEF.:",
+    "phone_number": _DIGITS + "+() .-/",
+}
+
 # type -> (pattern, check); order is priority at one position (a card before a phone number)
 RECOGNIZERS: dict[str, tuple[str, Check]] = {
     "email": (r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}(?![\w-])", always),

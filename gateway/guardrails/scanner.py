@@ -31,8 +31,19 @@ class Scanner:
     so a text is scanned with the alternation of only the types whose trigger it holds: the same
     matches (a type without its trigger cannot match), at a fraction of the cost."""
 
-    def __init__(self, patterns: list[tuple[str, str, Check]], triggers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        patterns: list[tuple[str, str, Check]],
+        triggers: dict[str, str] | None = None,
+        charsets: dict[str, str] | None = None,
+    ) -> None:
         self.types = [t for t, _, _ in patterns]
+        # every character a match of the type can hold: with one for each type, a stream holds back
+        # the longest trailing run of such characters (str.rstrip, C speed) instead of asking the
+        # regex engine for a partial match at every chunk
+        self.charsets = (
+            [charsets[t] for t in self.types] if charsets and all(t in charsets for t in self.types) else None
+        )
         self._checks: dict[str, tuple[str, Check]] = {}
         self._alternatives: list[str] = []
         self._triggers: list[tuple[int, regex.Pattern[str] | None]] = []
@@ -110,19 +121,29 @@ class StreamRedactor:
         pos = len(ctx)
         end = len(s)
         out: list[str] = []
-        # a final scan needs only the types whose trigger the text holds; a stream's must also see a
-        # match in progress whose trigger has not arrived yet ("jane.roe" before its "@")
+        charsets = self.scanner.charsets
+        hold = end
+        if not final and charsets is not None:
+            # a match still in progress is a run of its type's characters up to the end: hold from
+            # the earliest such run; before it, every match is complete and the trigger subset finds it
+            hold = min(len(s.rstrip(cs)) for cs in charsets)
+            while hold < end and s[hold] == " ":  # no match starts with a space
+                hold += 1
+            hold = max(pos, hold)
+            final = True
+        # a final scan needs only the types whose trigger the text holds; a partial one must also see
+        # a match in progress whose trigger has not arrived yet ("jane.roe" before its "@")
         pattern = self.scanner.pattern_for(s) if final else self.scanner.pattern
-        if pattern is None:  # nothing in the text can start a match: all of it goes now
+        if pattern is None and hold == end:  # nothing in the text can start a match: all of it goes now
             self.buffer = ""
             self.context = s[-CONTEXT:]
             return text
-        search = pattern.search
+        search = pattern.search if pattern is not None else None
         while pos < end:
-            m = search(s, pos, partial=not final)
-            if m is None:
-                out.append(s[pos:])
-                pos = end
+            m = search(s, pos, partial=not final) if search is not None else None
+            if m is None or m.start() >= hold:
+                out.append(s[pos:hold])
+                pos = hold
                 break
             if not final:
                 held = m.start() if m.partial else self._in_progress(s, pos, m.start())
@@ -139,6 +160,7 @@ class StreamRedactor:
             else:  # a lookalike the check turned down: a real value may start inside it
                 out.append(s[m.start()])
                 pos = m.start() + 1
+            hold = max(hold, pos)
         self.buffer = s[pos:]
         released = s[len(ctx) : pos]
         self.context = (ctx + released)[-CONTEXT:] if released else ctx
