@@ -59,14 +59,16 @@ def always(text: str) -> bool:
     return True
 
 
-# type -> a character every match holds (gateway/guardrails/scanner.py scans only the types present)
-TRIGGERS: dict[str, str] = {
-    "email": "@",
-    "iban": r"\d",
-    "credit_card": r"\d",
-    "us_ssn": "-",
-    "ip_address": r"[.:]",
-    "phone_number": r"\d",
+_D = "0123456789"
+# type -> groups of characters: every match holds one of each group (gateway/guardrails/scanner.py
+# scans a text only for the types whose groups it has; ``in`` on a str is C speed)
+TRIGGERS: dict[str, tuple[str, ...]] = {
+    "email": ("@",),
+    "iban": (_D,),
+    "credit_card": (_D,),
+    "us_ssn": (_D, "-"),
+    "ip_address": (_D, ".:"),
+    "phone_number": (_D,),
 }
 
 _DIGITS = "0123456789"

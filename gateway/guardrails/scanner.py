@@ -34,7 +34,7 @@ class Scanner:
     def __init__(
         self,
         patterns: list[tuple[str, str, Check]],
-        triggers: dict[str, str] | None = None,
+        triggers: dict[str, tuple[str, ...]] | None = None,
         charsets: dict[str, str] | None = None,
     ) -> None:
         self.types = [t for t, _, _ in patterns]
@@ -46,23 +46,31 @@ class Scanner:
         )
         self._checks: dict[str, tuple[str, Check]] = {}
         self._alternatives: list[str] = []
-        self._triggers: list[tuple[int, regex.Pattern[str] | None]] = []
+        self._triggers: list[tuple[int, tuple[str, ...]]] = []
+        self._groups: dict[str, frozenset[str]] = {}
         for i, (kind, pattern, check) in enumerate(patterns):
             group = f"g{i}"
             self._checks[group] = (kind, check)
             self._alternatives.append(f"(?P<{group}>{pattern})")
             trigger = (triggers or {}).get(kind)
-            self._triggers.append((i, regex.compile(trigger) if trigger else None))
+            self._triggers.append((i, trigger or ()))
+            self._groups.update((g, frozenset(g)) for g in trigger or ())
         self.pattern = regex.compile("|".join(self._alternatives), regex.V0)
-        self._subsets: dict[tuple[int, ...], regex.Pattern[str] | None] = {}
+        self._group_list = list(self._groups.items())
+        self._subsets: dict[tuple[bool, ...], regex.Pattern[str] | None] = {}  # by which groups a text has
 
     def pattern_for(self, text: str) -> regex.Pattern[str] | None:
         """The alternation of the types that can match in ``text`` (None: none can)."""
-        present = tuple(i for i, trigger in self._triggers if trigger is None or trigger.search(text) is not None)
-        compiled = self._subsets.get(present, self)  # (self: not compiled yet)
+        if len(text) < 256:  # a chunk: one pass over its characters per group
+            flags = tuple([not chars.isdisjoint(text) for _, chars in self._group_list])
+        else:  # a long text: str's ``in`` per character of the group
+            flags = tuple([any(c in text for c in g) for g, _ in self._group_list])
+        compiled = self._subsets.get(flags, self)  # (self: not compiled yet)
         if compiled is self:
+            found = {g: flag for (g, _), flag in zip(self._group_list, flags, strict=True)}
+            present = [i for i, groups in self._triggers if all(found[g] for g in groups)]
             compiled = regex.compile("|".join(self._alternatives[i] for i in present), regex.V0) if present else None
-            self._subsets[present] = compiled
+            self._subsets[flags] = compiled
         return compiled  # type: ignore[return-value]
 
     def _confirmed(self, m: regex.Match[str]) -> Hit | None:
