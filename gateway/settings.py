@@ -271,13 +271,16 @@ class GuardrailSettings(BaseModel):
     """One ``[[guardrails]]`` entry (gateway/guardrails/): what to look for, where, and what to do."""
 
     name: str
-    kind: Literal["pii", "regex"]
+    kind: Literal["pii", "regex", "webhook"]
     on: list[Literal["request", "response"]] = ["request", "response"]
     action: Literal["redact", "block", "log"] = "redact"
     types: list[str] | None = None  # pii: the recognizers to run (default: all)
     patterns: list[str | RegexPattern] = Field(
         default_factory=list
     )  # regex: a bare string is named after the guardrail
+    url: str | None = None  # webhook: the operator's service (POST, docs/guardrails.md); requests only
+    timeout_ms: int = Field(default=500, ge=1)  # webhook: no answer within this counts as down
+    fail: Literal["closed", "open"] = "closed"  # webhook down: closed refuses the request, open lets it pass
 
 
 class TargetSettings(BaseModel):

@@ -16,6 +16,7 @@ from gateway.errors import GatewayError
 from gateway.events import BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
 from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
+from gateway.guardrails.webhook import Webhook
 from gateway.ir import ChatRequest, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
 
@@ -32,10 +33,16 @@ class Guardrail:
     action: str  # redact | block | log
     request: bool
     response: bool
-    scanner: Scanner
+    scanner: Scanner | None  # None: a webhook
+    webhook: Webhook | None = None
 
 
 def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
+    if spec.kind == "webhook":
+        if not spec.url:
+            raise GuardrailConfigError(f"guardrail {spec.name!r}: kind webhook needs url")
+        hook = Webhook(spec.url, spec.timeout_ms / 1000, spec.fail == "open")
+        return Guardrail(spec.name, spec.action, "request" in spec.on, False, None, hook)
     if spec.kind == "pii":
         types = spec.types or list(RECOGNIZERS)
         unknown = [t for t in types if t not in RECOGNIZERS]
@@ -116,6 +123,34 @@ class RequestGuard:
     _last: dict[int, Event] = field(default_factory=dict)  # a block's last delta: the kind its held text goes out as
     _stopped: bool = False
 
+    async def check_request_async(self, req: ChatRequest) -> None:
+        """``check_request``, then each webhook guardrail's verdict on the texts (requests only)."""
+        self.check_request(req)
+        for g in self.guardrails:
+            if g.webhook is None or not g.request:
+                continue
+            texts: list[str] = []
+
+            def collect(text: str, texts: list[str] = texts) -> str:
+                texts.append(text)
+                return text
+
+            _walk(req, collect)
+            verdict = await g.webhook.check(g.name, texts)
+            if verdict.action == "allow":
+                continue
+            _note(self.acted, g, "request", [Hit(0, 0, "webhook")])
+            if g.action == "log" and not verdict.failed:  # recorded, forwarded unchanged
+                continue
+            if verdict.action == "block" or g.action == "block":
+                err = blocked(g, "request")
+                if verdict.reason:
+                    err.message = f"{err.message}: {verdict.reason}"
+                raise err
+            if verdict.action == "redact" and verdict.texts is not None and g.action == "redact":
+                replaced = iter(verdict.texts)
+                _walk(req, lambda _text, replaced=replaced: next(replaced))
+
     @property
     def on_response(self) -> bool:
         return any(g.response for g in self.guardrails)
@@ -129,11 +164,12 @@ class RequestGuard:
     def check_request(self, req: ChatRequest) -> None:
         """Every text the model will see, in place; raises the in-dialect 400 of a blocking hit."""
         for g in self.guardrails:
-            if not g.request:
+            if not g.request or g.scanner is None:
                 continue
             hits: list[Hit] = []
 
             def apply(text: str, g: Guardrail = g, hits: list[Hit] = hits) -> str:
+                assert g.scanner is not None
                 out, found = g.scanner.redact(text)
                 if not found:
                     return text
@@ -163,7 +199,7 @@ class RequestGuard:
                 text = event.fragment if kind is ToolArgsDelta else event.text  # type: ignore[union-attr]
                 self._last[event.index] = event  # type: ignore[union-attr]
                 for i, g in enumerate(self.guardrails):
-                    if not g.response:
+                    if not g.response or g.scanner is None:
                         continue
                     red = self._streams.get((event.index, i))  # type: ignore[union-attr]
                     if red is None:

@@ -113,7 +113,7 @@ class Relay:
                     guard = ex.guard = state.guardrails.for_request(resolved.route, record.key)
                     if guard is not None:
                         record.guardrails = guard.acted
-                        guard.check_request(req)
+                        await guard.check_request_async(req)
                 if trace is not None:
                     trace.request(req, resolved)
                 if (
