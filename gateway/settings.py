@@ -271,7 +271,7 @@ class GuardrailSettings(BaseModel):
     """One ``[[guardrails]]`` entry (gateway/guardrails/): what to look for, where, and what to do."""
 
     name: str
-    kind: Literal["pii", "regex", "webhook"]
+    kind: Literal["pii", "regex", "webhook", "presidio"]
     on: list[Literal["request", "response"]] = ["request", "response"]
     action: Literal["redact", "block", "log"] = "redact"
     types: list[str] | None = None  # pii: the recognizers to run (default: all)
@@ -281,6 +281,8 @@ class GuardrailSettings(BaseModel):
     url: str | None = None  # webhook: the operator's service (POST, docs/guardrails.md); requests only
     timeout_ms: int = Field(default=500, ge=1)  # webhook: no answer within this counts as down
     fail: Literal["closed", "open"] = "closed"  # webhook down: closed refuses the request, open lets it pass
+    model: str = "en_core_web_lg"  # presidio: the spaCy model ("blank:en": pattern recognizers only)
+    entities: list[str] | None = None  # presidio: the entity types (default: all it knows)
 
 
 class TargetSettings(BaseModel):

@@ -35,6 +35,7 @@ class Guardrail:
     response: bool
     scanner: Scanner | None  # None: a webhook
     webhook: Webhook | None = None
+    presidio: Any = None  # a PresidioRedactor (the extra), requests only
 
 
 def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
@@ -43,6 +44,14 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: kind webhook needs url")
         hook = Webhook(spec.url, spec.timeout_ms / 1000, spec.fail == "open")
         return Guardrail(spec.name, spec.action, "request" in spec.on, False, None, hook)
+    if spec.kind == "presidio":
+        from gateway.guardrails.presidio import PresidioRedactor, PresidioUnavailable
+
+        try:
+            redactor = PresidioRedactor(spec.name, spec.model, spec.entities)
+        except PresidioUnavailable as exc:
+            raise GuardrailConfigError(str(exc)) from None
+        return Guardrail(spec.name, spec.action, "request" in spec.on, False, None, None, redactor)
     if spec.kind == "pii":
         types = spec.types or list(RECOGNIZERS)
         unknown = [t for t in types if t not in RECOGNIZERS]
@@ -164,13 +173,13 @@ class RequestGuard:
     def check_request(self, req: ChatRequest) -> None:
         """Every text the model will see, in place; raises the in-dialect 400 of a blocking hit."""
         for g in self.guardrails:
-            if not g.request or g.scanner is None:
+            redactor = g.scanner or g.presidio
+            if not g.request or redactor is None:
                 continue
             hits: list[Hit] = []
 
-            def apply(text: str, g: Guardrail = g, hits: list[Hit] = hits) -> str:
-                assert g.scanner is not None
-                out, found = g.scanner.redact(text)
+            def apply(text: str, g: Guardrail = g, hits: list[Hit] = hits, redactor: Any = redactor) -> str:
+                out, found = redactor.redact(text)
                 if not found:
                     return text
                 hits.extend(found)
