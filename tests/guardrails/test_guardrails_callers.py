@@ -283,3 +283,16 @@ def test_startup_refuses_an_unknown_guardrail_name() -> None:
     }
     with pytest.raises(GuardrailConfigError, match="nope"):
         create_app(Settings(**config))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_gemini_interactions_answer_is_redacted(gateway: tuple[str, Capture], stream: bool) -> None:
+    from tests.support.callers import interactions_call
+
+    url, capture = gateway
+    for size in [1, 4, 9] if stream else [1000]:
+        model = f"redact-interactions-{int(stream)}-{size}"
+        out = interactions_call(url, model, "text", stream, store=False)
+        assert out.text == ANSWER_REDACTED, (size, out.text)
+        line = capture.line_where(lambda entry, model=model: entry.get("model") == model)
+        assert {(g["name"], g["where"]) for g in line["guardrails"]} == {("pii", "response")}
