@@ -167,7 +167,10 @@ class Relay:
                 shared.release()
             if capture is not None:
                 CURRENT.reset(capture_token)
-                if ex.guard is None:  # a guarded request's wire (raw values) is never kept
+                # a guarded request's wire (raw values) is never kept, nor one refused before its
+                # guardrails were known (a malformed body, an unknown model) when any are configured
+                unguarded = ex.guard is None and (state.guardrails is None or getattr(ex, "resolved", None) is not None)
+                if unguarded:
                     state.inspector.end(capture, record)
             if trace is not None:
                 trace.finish(record)
