@@ -11,6 +11,7 @@ from typing import Literal
 
 ErrorKind = Literal[
     "invalid_request",  # 400
+    "guardrail_blocked",  # 400: a guardrail (gateway/guardrails/) refused the request or the answer
     "authentication",  # 401
     "permission",  # 403
     "not_found",  # 404
@@ -27,6 +28,7 @@ ErrorKind = Literal[
 
 STATUS_BY_KIND: dict[str, int] = {
     "invalid_request": 400,
+    "guardrail_blocked": 400,
     "authentication": 401,
     "permission": 403,
     "not_found": 404,

@@ -117,6 +117,7 @@ class KeySettings(BaseModel):
     max_parallel: int | None = None
     expires_at: str | None = None  # ISO 8601; a key past it is refused (401)
     refuse_unpriced: bool = False  # refuse (403) models without a known price
+    guardrails: list[str] = Field(default_factory=list)  # [[guardrails]] names; with the route's, the union
 
     @field_validator("name")
     @classmethod
@@ -270,6 +271,29 @@ class ProviderSettings(BaseModel):
 Strategy = Literal["weighted", "least_busy", "latency", "ordered"]
 
 
+class RegexPattern(BaseModel):
+    name: str  # the <type> in [REDACTED:<type>] and in the access log
+    pattern: str
+
+
+class GuardrailSettings(BaseModel):
+    """One ``[[guardrails]]`` entry (gateway/guardrails/): what to look for, where, and what to do."""
+
+    name: str
+    kind: Literal["pii", "regex", "webhook", "presidio"]
+    on: list[Literal["request", "response"]] = ["request", "response"]
+    action: Literal["redact", "block", "log"] = "redact"
+    types: list[str] | None = None  # pii: the recognizers to run (default: all)
+    patterns: list[str | RegexPattern] = Field(
+        default_factory=list
+    )  # regex: a bare string is named after the guardrail
+    url: str | None = None  # webhook: the operator's service (POST, docs/guardrails.md); requests only
+    timeout_ms: int = Field(default=500, ge=1)  # webhook: no answer within this counts as down
+    fail: Literal["closed", "open"] = "closed"  # webhook down: closed refuses the request, open lets it pass
+    model: str = "en_core_web_lg"  # presidio: the spaCy model ("blank:en": pattern recognizers only)
+    entities: list[str] | None = None  # presidio: the entity types (default: all it knows)
+
+
 class TargetSettings(BaseModel):
     """One deployment serving a route (CONTRACT.md "Routes over several targets")."""
 
@@ -298,6 +322,7 @@ class RouteSettings(BaseModel):
     stream_usage: StreamUsage | None = None  # overrides [server] stream_usage for this route
     task_type: str | None = None  # embeddings: the task type when the caller sent none (docs/embeddings.md)
     cache: bool = True  # false: the [cache] never answers nor keeps this route's requests
+    guardrails: list[str] = Field(default_factory=list)  # [[guardrails]] names; with a key's, the union
 
     @field_validator("task_type")
     @classmethod
@@ -455,6 +480,7 @@ class Settings(BaseSettings):
     admin: AdminSettings = Field(default_factory=AdminSettings)
     inspector: InspectorSettings = Field(default_factory=InspectorSettings)
     keys: list[KeySettings] = Field(default_factory=list)
+    guardrails: list[GuardrailSettings] = Field(default_factory=list)
     prices: dict[str, PriceSettings] = Field(default_factory=dict)
     spend: SpendSettings = Field(default_factory=SpendSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("routing", ("routing",)),
     ("telemetry", ("telemetry",)),
     ("governance", ("governance",)),
+    ("guardrails", ("guardrails",)),  # redact / block / log personal data on the IR and the event union
     ("relay", ("relay",)),  # the pipeline of one request, and the state it is handed
     ("endpoints", ("endpoints",)),
     ("console", ("console",)),

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from gateway.asgi import Send
     from gateway.dialects.base import Codec, EncodeContext
     from gateway.events import Usage
+    from gateway.guardrails.engine import RequestGuard
     from gateway.ir import ChatRequest
     from gateway.relay.cache_ticket import Ticket
     from gateway.reply import ReplyBuilder
@@ -65,5 +66,6 @@ class Exchange:
     attempts: list[Attempt] = field(default_factory=list)
     persist: Keeper | None = None  # a stored (not detached) Responses answer
     cache: Ticket | None = None  # the response cache's part in this request ([cache] enabled)
+    guard: RequestGuard | None = None  # the request's guardrails (gateway/guardrails/), when any apply
     req: ChatRequest = field(init=False)
     resolved: Resolved = field(init=False)

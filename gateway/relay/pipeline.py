@@ -109,6 +109,11 @@ class Relay:
                 self._check_limits(req)
                 ex.req = req
                 resolved = ex.resolved = state.router.resolve(req.model)
+                if state.guardrails is not None:  # before the span and the upstream see the request
+                    guard = ex.guard = state.guardrails.for_request(resolved.route, record.key)
+                    if guard is not None:
+                        record.guardrails = guard.acted
+                        await guard.check_request_async(req)
                 if trace is not None:
                     trace.request(req, resolved)
                 if (
@@ -164,7 +169,11 @@ class Relay:
                 shared.release()
             if capture is not None:
                 CURRENT.reset(capture_token)
-                state.inspector.end(capture, record)
+                # a guarded request's wire (raw values) is never kept, nor one refused before its
+                # guardrails were known (a malformed body, an unknown model) when any are configured
+                unguarded = ex.guard is None and (state.guardrails is None or getattr(ex, "resolved", None) is not None)
+                if unguarded:
+                    state.inspector.end(capture, record)
             if trace is not None:
                 trace.finish(record)
 
@@ -271,7 +280,11 @@ class Relay:
             )
             fast = (
                 codec.name
-                if req.stream and self.state.fast_path and ex.persist is None and req.stream_framing == "sse"
+                if req.stream
+                and self.state.fast_path
+                and ex.persist is None
+                and req.stream_framing == "sse"
+                and (ex.guard is None or not ex.guard.on_response)  # redacted events are re-encoded
                 else None
             )
             opened = hit or await open_upstream(
@@ -361,11 +374,14 @@ class Relay:
             await writer.write(encoder.encode(err) if passthrough is None else passthrough.error_tail(err))
             await writer.write(b"", more=False)
 
+        guard = ex.guard if ex.guard is not None and ex.guard.on_response else None
         try:
             batch = opened.first
             loop = asyncio.get_running_loop()
             encode = encoder.encode
             while True:
+                if guard is not None:
+                    batch = guard.filter(batch)
                 if passthrough is None or frames is None:
                     out = b"".join([encode(e) for e in batch])
                 else:
@@ -430,7 +446,10 @@ class Relay:
         codec, record, persist, trace = ex.codec, ex.record, ex.persist, ex.trace
         builder = persist.builder if persist is not None else ReplyBuilder()
         kept = ex.cache.events if ex.cache is not None and ex.cache.store else None  # for the response cache
+        guard = ex.guard if ex.guard is not None and ex.guard.on_response else None
         async for batch in batches(opened):
+            if guard is not None:
+                batch = guard.filter(batch)  # redacted before the reply, and before the cache keeps it
             if kept is not None:
                 kept.extend(batch)
             for event in batch:

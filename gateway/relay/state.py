@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gateway.governance.keys import KeyRing
     from gateway.governance.ledger import Ledger
     from gateway.governance.limits import Limiter
+    from gateway.guardrails.engine import Guardrails
     from gateway.relay.cache import ResponseCache
     from gateway.relay.stateful import Stateful
     from gateway.routing.router import Router
@@ -50,4 +51,5 @@ class GatewayState:
     live_streams: set[asyncio.Task[Any]] = field(default_factory=set)
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
+    guardrails: Guardrails | None = None  # [[guardrails]] compiled; None: none configured
     started: float = field(default_factory=time.time)

@@ -29,6 +29,7 @@ from gateway.governance.keys import REFRESH_SECONDS, KeyRing
 from gateway.governance.ledger import Ledger
 from gateway.governance.limits import Limiter
 from gateway.governance.prices import PriceBook
+from gateway.guardrails.engine import Guardrails
 from gateway.platforms import check_platforms
 from gateway.relay.pipeline import Relay
 from gateway.relay.state import GatewayState
@@ -203,6 +204,7 @@ def create_state(settings: Settings) -> GatewayState:
         telemetry=telemetry_from_settings(settings, observer.metrics.registry),
         console=console,
         fast_path=settings.server.fast_path,
+        guardrails=Guardrails(settings) if settings.guardrails else None,
     )
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():

@@ -71,6 +71,7 @@ class AccessRecord:
     dropped: list[str] = field(
         default_factory=list
     )  # request settings the upstream was sent without (gateway/dialects/carry.py)
+    guardrails: list[dict[str, Any]] = field(default_factory=list)  # which acted: {name, action, where, types}
     usage_missing: bool = False  # an upstream answered and reported no usage at all (set by finish)
     cost_usd: float | None = None  # set by the ledger at finish; None when unpriced
     unpriced: bool = False
@@ -153,6 +154,12 @@ class Metrics:
         )
         self.refusals = Counter(
             "gateway_refusals", "Requests refused by a key's limits, by key and reason", ["key", "reason"], registry=r
+        )
+        self.guardrail_actions = Counter(
+            "gateway_guardrail_actions",
+            "Guardrails that acted on a request or an answer (gateway/guardrails/)",
+            ["guardrail", "action", "where"],
+            registry=r,
         )
         self.dropped = Counter(
             "gateway_dropped_settings",
@@ -259,6 +266,8 @@ class Observer:
                 m.cached_input.labels(record.route or "", target).inc(record.cache_read_tokens)
         for name in record.dropped:
             m.dropped.labels(provider, name).inc()
+        for acted in record.guardrails:
+            m.guardrail_actions.labels(acted["name"], acted["action"], acted["where"]).inc()
         for attempt in record.attempts:
             if attempt.get("error"):
                 m.upstream_errors.labels(attempt["provider"], attempt["error"]).inc()

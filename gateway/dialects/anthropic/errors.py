@@ -33,6 +33,7 @@ KIND_BY_TYPE: dict[str, tuple[str, int]] = {
 
 TYPE_BY_KIND: dict[str, str] = {
     "invalid_request": "invalid_request_error",
+    "guardrail_blocked": "invalid_request_error",
     "authentication": "authentication_error",
     "permission": "permission_error",
     "not_found": "not_found_error",

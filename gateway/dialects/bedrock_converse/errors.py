@@ -45,6 +45,7 @@ EXCEPTION_BY_STATUS: dict[int, str] = {
 
 EXCEPTION_BY_KIND: dict[str, str] = {
     "invalid_request": "ValidationException",
+    "guardrail_blocked": "ValidationException",
     "authentication": "AccessDeniedException",
     "permission": "AccessDeniedException",
     "not_found": "ResourceNotFoundException",

@@ -33,6 +33,7 @@ KIND_BY_STATUS: dict[str, str] = {
 
 STATUS_BY_KIND: dict[str, str] = {
     "invalid_request": "INVALID_ARGUMENT",
+    "guardrail_blocked": "INVALID_ARGUMENT",
     "authentication": "UNAUTHENTICATED",
     "permission": "PERMISSION_DENIED",
     "not_found": "NOT_FOUND",

@@ -39,6 +39,7 @@ _CODE_KIND: dict[str, tuple[str, int]] = {
 # kind -> the string code an Interactions caller is shown when the error did not come from this dialect.
 _KIND_CODE: dict[str, str] = {
     "invalid_request": "invalid_argument",
+    "guardrail_blocked": "invalid_argument",
     "authentication": "unauthenticated",
     "permission": "permission_denied",
     "not_found": "not_found",

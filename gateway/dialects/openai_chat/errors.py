@@ -31,6 +31,7 @@ DIALECT = "openai-chat"
 # kind -> (type, code)
 RENDER: dict[str, tuple[str, str | None]] = {
     "invalid_request": ("invalid_request_error", None),
+    "guardrail_blocked": ("invalid_request_error", "guardrail_blocked"),
     "authentication": ("invalid_request_error", "invalid_api_key"),
     "permission": ("permission_error", None),
     "not_found": ("invalid_request_error", "model_not_found"),

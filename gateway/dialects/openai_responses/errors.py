@@ -33,6 +33,7 @@ _CODE_KIND: dict[str, tuple[str, int]] = {
 # kind -> (type, code) shown to an OpenAI caller when the error did not come from OpenAI.
 _KIND_TYPE: dict[str, tuple[str, str | None]] = {
     "invalid_request": ("invalid_request_error", None),
+    "guardrail_blocked": ("invalid_request_error", "guardrail_blocked"),
     "authentication": ("invalid_request_error", "invalid_api_key"),
     "permission": ("invalid_request_error", "permission_denied"),
     "not_found": ("invalid_request_error", "not_found"),

@@ -1,0 +1,115 @@
+"""The recognizers' checks and the streaming redactor: any chunking delivers the reference redaction."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.guardrails.engine import compile_guardrail
+from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS
+from gateway.guardrails.scanner import Scanner, StreamRedactor
+from gateway.settings import GuardrailSettings
+
+SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS)
+PARTIAL = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()])  # the regex engine's partial matches
+
+VALUES = {
+    "email": ["jane.roe@example.com", "a.b+tag@mail.example.co.uk"],
+    "phone_number": ["+1 415 555 2671", "+44 20 7946 0958", "(415) 555-2671", "415-555-2671", "+49 30 901820"],
+    "credit_card": ["4111 1111 1111 1111", "5500-0000-0000-0004", "378282246310005"],
+    "iban": ["GB82 WEST 1234 5698 7654 32", "DE89370400440532013000"],
+    "us_ssn": ["123-45-6789", "078-05-1120"],
+    "ip_address": ["192.168.10.20", "2001:db8::8a2e:370:7334", "fe80::1"],
+}
+NOT_PII = [
+    "4111 1111 1111 1112",  # Luhn fails
+    "GB82 WEST 1234 5698 7654 33",  # mod-97 fails
+    "000-12-3456",
+    "666-12-3456",
+    "900-12-3456",
+    "123-00-4567",
+    "123-45-0000",
+    "999.1.1.1",
+    "10:30:00",
+]
+
+
+@pytest.mark.parametrize(("kind", "value"), [(k, v) for k, vs in VALUES.items() for v in vs])
+def test_each_type_is_found_and_named(kind: str, value: str) -> None:
+    out, _ = SCANNER.redact(f"before {value} after.")
+    assert out == f"before [REDACTED:{kind}] after.", out
+
+
+@pytest.mark.parametrize("value", NOT_PII)
+def test_checks_turn_down_lookalikes(value: str) -> None:
+    text = f"see {value} here"
+    assert SCANNER.redact(text)[0] == text
+
+
+def test_types_select_the_recognizers() -> None:
+    g = compile_guardrail(GuardrailSettings(name="cards", kind="pii", types=["credit_card"]))
+    out, _ = g.scanner.redact("jane.roe@example.com pays with 4111111111111111")
+    assert out == "jane.roe@example.com pays with [REDACTED:credit_card]"
+
+
+def test_regex_patterns_have_a_name_each() -> None:
+    g = compile_guardrail(
+        GuardrailSettings(
+            name="projects",
+            kind="regex",
+            patterns=["(?i)project\\s+falcon", {"name": "ticket", "pattern": "TKT-\\d{4}"}],  # type: ignore[list-item]
+        )
+    )
+    out, _ = g.scanner.redact("Project  Falcon ships TKT-1234.")
+    assert out == "[REDACTED:projects] ships [REDACTED:ticket]."
+
+
+def _stream(text: str, cuts: list[int], scanner: Scanner = SCANNER) -> str:
+    red = StreamRedactor(scanner, True)
+    out, pos = [], 0
+    for cut in sorted(set(cuts)):
+        out.append(red.feed(text[pos:cut]))
+        pos = cut
+    out.append(red.feed(text[pos:]))
+    out.append(red.flush())
+    return "".join(out)
+
+
+@pytest.mark.parametrize(("kind", "value"), [(k, vs[0]) for k, vs in VALUES.items()])
+def test_one_character_per_chunk(kind: str, value: str) -> None:
+    text = f"Hello, {value} and bye."
+    assert _stream(text, list(range(len(text)))) == f"Hello, [REDACTED:{kind}] and bye."
+
+
+def test_text_before_a_match_is_released_at_once() -> None:
+    red = StreamRedactor(SCANNER, True)
+    assert red.feed("The answer is simple. Write to ") == "The answer is simple. Write to "
+    assert red.feed("jane.roe@exa") == ""
+    assert red.feed("mple.com, thanks") == "[REDACTED:email], "
+    assert red.flush() == "thanks"
+
+
+# digits or a "+" right beside a value make a longer number (a card with one more digit is no card)
+FILLER = st.text(alphabet=st.sampled_from("abcdefghij klmnop.,:;!?\n-()@0123456789"), max_size=40).map(
+    lambda s: f"x{s}x" if s else s
+)
+ALL_VALUES = [v for vs in VALUES.values() for v in vs]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(FILLER, st.sampled_from(ALL_VALUES)), min_size=1, max_size=5),
+    tail=FILLER,
+    data=st.data(),
+)
+def test_any_chunking_delivers_the_reference_redaction(
+    pieces: list[tuple[str, str]], tail: str, data: st.DataObject
+) -> None:
+    text = "".join(f"{filler} {value} " for filler, value in pieces) + tail
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=30))
+    reference, _ = SCANNER.redact(text)
+    assert _stream(text, cuts) == reference
+    assert _stream(text, cuts, PARTIAL) == reference
+    for _, value in pieces:
+        assert value not in reference or value in tail
