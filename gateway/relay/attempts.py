@@ -74,6 +74,9 @@ class Opened:
     on_close: Callable[[Usage | None], Awaitable[None]] | None = (
         None  # routing: one fewer in flight, the tokens it used
     )
+    # What the caller may see of each batch (the answer guardrails, gateway/guardrails/): applied by
+    # ``batches`` so whole replies and detached generations get it as one mechanism.
+    filter: Callable[[list[Event]], list[Event]] | None = None
 
     async def close(self, usage: Usage | None = None) -> None:
         """Close the upstream answer and tell routing the target is done with it, and the tokens
@@ -297,6 +300,8 @@ async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
     idle = opened.provider.settings.idle_timeout
     batch = opened.first
     while True:
+        if opened.filter is not None:
+            batch = opened.filter(batch)
         yield batch
         if batch and isinstance(batch[-1], (End, StreamError)):
             return

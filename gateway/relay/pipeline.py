@@ -246,6 +246,8 @@ class Relay:
         record.first_byte()
         if trace is not None:
             trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
+        if ex.guard is not None and ex.guard.on_response:
+            opened.filter = ex.guard.filter  # the stored events and every follower see the guarded answer
         sid = await stateful.start_detached(dialect, codec, req, opened, turn, shared)
         await self.state.routing.chain(req, resolved, opened.target, sid)
         if req.stream:
@@ -446,10 +448,9 @@ class Relay:
         codec, record, persist, trace = ex.codec, ex.record, ex.persist, ex.trace
         builder = persist.builder if persist is not None else ReplyBuilder()
         kept = ex.cache.events if ex.cache is not None and ex.cache.store else None  # for the response cache
-        guard = ex.guard if ex.guard is not None and ex.guard.on_response else None
+        if ex.guard is not None and ex.guard.on_response:
+            opened.filter = ex.guard.filter  # redacted before the reply, and before the cache keeps it
         async for batch in batches(opened):
-            if guard is not None:
-                batch = guard.filter(batch)  # redacted before the reply, and before the cache keeps it
             if kept is not None:
                 kept.extend(batch)
             for event in batch:

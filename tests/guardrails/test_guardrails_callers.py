@@ -285,14 +285,17 @@ def test_startup_refuses_an_unknown_guardrail_name() -> None:
         create_app(Settings(**config))
 
 
+@pytest.mark.parametrize("store", [False, True], ids=["unstored", "stored-detached"])
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_gemini_interactions_answer_is_redacted(gateway: tuple[str, Capture], stream: bool) -> None:
+def test_gemini_interactions_answer_is_redacted(gateway: tuple[str, Capture], stream: bool, store: bool) -> None:
+    """The SDK's default (``store`` on) runs the generation detached from the request: its stored
+    events, and so what the caller and any resume read, are the guarded answer too."""
     from tests.support.callers import interactions_call
 
     url, capture = gateway
     for size in [1, 4, 9] if stream else [1000]:
-        model = f"redact-interactions-{int(stream)}-{size}"
-        out = interactions_call(url, model, "text", stream, store=False)
+        model = f"redact-interactions-{int(stream)}-{int(store)}-{size}"
+        out = interactions_call(url, model, "text", stream, store=store)
         assert out.text == ANSWER_REDACTED, (size, out.text)
         line = capture.line_where(lambda entry, model=model: entry.get("model") == model)
         assert {(g["name"], g["where"]) for g in line["guardrails"]} == {("pii", "response")}
