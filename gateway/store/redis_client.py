@@ -6,7 +6,8 @@ failover: redis-py's ``SentinelConnectionPool`` finds the master on every new co
 connection to a demoted master fails with ``READONLY``, which drops the pool's connections so the
 next command reconnects to the promoted one.
 
-Retries. A command that fails to reach a master (connection refused or reset, a timeout, READONLY
+Retries (Sentinel only: a single server has no replica to wait for, so its outage is answered at
+once). A command that fails to reach a master (connection refused or reset, a timeout, READONLY
 while the sentinels promote a replica) is sent again with exponential backoff, at most ``RETRIES``
 times (about 6 s in all, longer than a sentinel's usual ``down-after-milliseconds`` + election);
 after that the error reaches the request, which answers 503 in the caller's dialect (the store is
@@ -98,11 +99,7 @@ def redis_client(url: str, password: str | None = None) -> aioredis.Redis:
             retry_on_error=retry_on,
         )
         return master_client
-    return aioredis.Redis.from_url(
-        url,
-        protocol=2,
-        socket_connect_timeout=CONNECT_TIMEOUT,
-        password=password,
-        retry=_retry(),
-        retry_on_error=retry_on,
-    )
+    # one server: no failover to wait for, so an outage is answered at once (redis-py's own default retry)
+    if password is not None:
+        return aioredis.Redis.from_url(url, protocol=2, socket_connect_timeout=CONNECT_TIMEOUT, password=password)
+    return aioredis.Redis.from_url(url, protocol=2, socket_connect_timeout=CONNECT_TIMEOUT)
