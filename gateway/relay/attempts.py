@@ -192,6 +192,51 @@ class _Opening:
         return True
 
 
+async def send_upstream(provider: Provider, call: UpstreamCall, capture: inspector.Capture | None) -> Response:
+    """``call`` sent to ``provider`` (and shown to the inspector's ``capture``): its response, or the
+    transport's failure as a ``GatewayError``. A redirect is refused, not followed: it means a wrong
+    ``base_url``, and the answer says so. Shared by chat attempts and embeddings parts."""
+    try:
+        response = await provider.send(call)
+        if capture is not None:
+            response = capture.upstream_response(response)
+    except http_client.TimeoutException as exc:
+        raise GatewayError(
+            "timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504
+        ) from None
+    except http_client.HTTPError as exc:
+        raise GatewayError("bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502) from None
+    if 300 <= response.status_code < 400:
+        where = response.headers.get("location", "?")
+        await provider.close_response(response)
+        raise GatewayError(
+            "bad_gateway",
+            f"upstream {provider.name} redirected (HTTP {response.status_code} to {where}): check its base_url",
+            502,
+        )
+    return response
+
+
+async def upstream_error(provider: Provider, response: Response) -> GatewayError:
+    """An upstream's error answer as the ``GatewayError`` its platform or dialect decodes it to,
+    with the wait it asked for. A 401/403 refused the *gateway's* credentials (the caller's key was
+    fine, so a 401 would mislead it): a 502 with the provider's message, lasting (no retry, no cooldown)."""
+    status = response.status_code
+    body = await http_client.read_at_most(response, 1 << 20)  # an error body: a megabyte says enough
+    err = provider.platform.decode_error(status, response.headers, body) or codec_for(
+        provider.settings.dialect
+    ).decode_error(status, body)
+    err.retry_after = _retry_after(response) or err.retry_after  # else the body's hint (Google's RetryInfo)
+    if status in (401, 403):
+        return GatewayError(
+            "bad_gateway",
+            f"upstream {provider.name} rejected the gateway's credentials: {err.message}",
+            502,
+            lasting=True,
+        )
+    return err
+
+
 async def _attempt(
     op: _Opening, provider: Provider, target: Target, attempt: Attempt
 ) -> tuple[EventSource, list[Event], list[str]]:
@@ -212,41 +257,9 @@ async def _attempt(
                     call,
                     orjson.dumps(call.body) if call.method != "GET" else None,
                 )
-            try:
-                response = await provider.send(call)
-                if capture is not None:
-                    response = capture.upstream_response(response)
-            except http_client.TimeoutException as exc:
-                raise GatewayError(
-                    "timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504
-                ) from None
-            except http_client.HTTPError as exc:
-                raise GatewayError(
-                    "bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502
-                ) from None
-            if 300 <= response.status_code < 400:  # redirects are not followed: a wrong base_url, say so
-                where = response.headers.get("location", "?")
-                raise GatewayError(
-                    "bad_gateway",
-                    f"upstream {provider.name} redirected (HTTP {response.status_code} to {where}): check its base_url",
-                    502,
-                )
+            response = await send_upstream(provider, call, capture)
             if response.status_code >= 400 or response.status_code < 200:
-                body = await http_client.read_at_most(response, 1 << 20)  # an error body: a megabyte says enough
-                err = provider.platform.decode_error(
-                    response.status_code, response.headers, body
-                ) or codec.decode_error(response.status_code, body)
-                err.retry_after = _retry_after(response) or err.retry_after  # else the body's hint (Google's RetryInfo)
-                if response.status_code in (401, 403):
-                    # The provider refused the *gateway's* credentials: the caller's key was fine,
-                    # so a 401 would mislead it. Keep the provider's message, report a bad gateway.
-                    err = GatewayError(
-                        "bad_gateway",
-                        f"upstream {provider.name} rejected the gateway's credentials: {err.message}",
-                        502,
-                        lasting=True,  # a refused key does not heal by waiting: no retry, no cooldown
-                    )
-                raise err
+                raise await upstream_error(provider, response)
             source = HttpEventSource(provider, response, codec)
             if capture is not None:
                 capture.watch_events(source)

@@ -41,8 +41,7 @@ from gateway.errors import GatewayError
 from gateway.events import Usage
 from gateway.http import client as http_client
 from gateway.ir import ChatRequest
-from gateway.relay.attempts import RETRYABLE
-from gateway.relay.attempts import _retry_after as retry_after_of
+from gateway.relay.attempts import RETRYABLE, send_upstream, upstream_error
 from gateway.routing.router import Resolved, Target
 from gateway.telemetry.observe import AccessRecord, request_id_for
 from gateway.token_estimate import estimate_text_tokens
@@ -458,28 +457,11 @@ class _Run:
             capture.upstream_request(provider.name, settings.dialect, model, call, orjson.dumps(call.body))
         try:
             async with asyncio.timeout(settings.first_byte_timeout):
-                try:
-                    response = await provider.send(call)
-                    if capture is not None:
-                        response = capture.upstream_response(response)
-                except http_client.TimeoutException as exc:
-                    raise GatewayError(
-                        "timeout", f"upstream {provider.name} did not answer in time ({type(exc).__name__})", 504
-                    ) from None
-                except http_client.HTTPError as exc:
-                    raise GatewayError(
-                        "bad_gateway", f"upstream {provider.name} unreachable ({type(exc).__name__})", 502
-                    ) from None
+                response = await send_upstream(provider, call, capture)
                 try:
                     status = response.status_code
-                    if 300 <= status < 400:
-                        raise GatewayError(
-                            "bad_gateway",
-                            f"upstream {provider.name} redirected (HTTP {status}): check its base_url",
-                            502,
-                        )
                     if status >= 400 or status < 200:
-                        raise self._error(provider, response, await http_client.read_at_most(response, 1 << 20))
+                        raise await upstream_error(provider, response)
                     data = await http_client.read_at_most(response, MAX_ANSWER_BYTES)
                 finally:
                     await provider.close_response(response)
@@ -488,19 +470,6 @@ class _Run:
                 "timeout", f"upstream {provider.name} did not answer within {settings.first_byte_timeout:g}s", 504
             ) from None
         return wire.decode(Answer(status, data, response.headers), part, self.req)
-
-    @staticmethod
-    def _error(provider: Provider, response: http_client.Response, body: bytes) -> GatewayError:
-        status = response.status_code
-        err = provider.platform.decode_error(status, response.headers, body) or codec_for(
-            provider.dialect
-        ).decode_error(status, body)
-        err.retry_after = retry_after_of(response) or err.retry_after
-        if status in (401, 403):
-            return GatewayError(
-                "bad_gateway", f"upstream {provider.name} rejected the gateway's credentials: {err.message}", 502
-            )
-        return err
 
 
 def _assemble(results: list[EmbedResult | None]) -> EmbedResult:
