@@ -79,6 +79,18 @@ class ServerSettings(BaseModel):
     max_head_bytes: int = 65_536  # a longer request line + headers is a 431
 
 
+class WebSocketSettings(BaseModel):
+    """Responses over WebSocket on ``/v1/responses`` (gateway/server/websocket.py, docs/websocket.md)."""
+
+    enabled: bool = True  # false: a WebSocket handshake is a 426 and Codex falls back to HTTP
+    idle_timeout: float = 600.0  # a connection with no turn running and no frame for this long is closed
+    max_seconds: float = 3600.0  # a connection's whole life (OpenAI's 60 minutes); then closed after its turn
+    max_message_bytes: int = 32 * 1024 * 1024  # a larger client frame closes the connection (1009)
+    ping_interval: float = 20.0  # server keepalive pings (0: none)
+    ping_timeout: float = 20.0  # a ping unanswered this long closes the connection
+    turns_kept: int = 64  # store:false turns each connection keeps in memory to chain on
+
+
 class AuthSettings(BaseModel):
     keys_env: str = "GATEWAY_KEYS"
     keys: list[SecretStr] = Field(default_factory=list)
@@ -472,6 +484,7 @@ class Settings(BaseSettings):
     )
 
     server: ServerSettings = Field(default_factory=ServerSettings)
+    websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     providers: list[ProviderSettings] = Field(default_factory=list)
     routes: list[RouteSettings] = Field(default_factory=list)

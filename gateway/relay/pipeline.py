@@ -34,6 +34,7 @@ from gateway.relay.exchange import Attempt, Exchange, Headers
 from gateway.relay.fast_path import FramePassthrough
 from gateway.relay.stateful import Stateful, new_stored_id
 from gateway.relay.stream_writer import StreamWriter
+from gateway.relay.ws_session import TURN_MEMORY, TurnMemory
 from gateway.reply import ReplyBuilder
 from gateway.routing.affinity import session_header
 from gateway.telemetry.inspector import CURRENT
@@ -80,6 +81,9 @@ class Relay:
         request_id = request_id_for(scope)
         extra_headers = [(b"x-request-id", request_id.encode())]
         record = AccessRecord(request_id, dialect, scope["path"])
+        memory = scope.get(TURN_MEMORY)  # a turn on a Responses WebSocket (gateway/server/websocket.py)
+        if memory is not None:
+            record.transport = "websocket"
         shared: SharedRecord | None = None  # a detached generation shares the record (see _detached)
         codec = codec_for(dialect)
         capture = None
@@ -126,7 +130,7 @@ class Relay:
                     await state.limiter.admit(spec, req, resolved, record, dialect, extra_headers)
                 stateful = state.stateful
                 if stateful is not None and stateful.handles(dialect):
-                    turn = await stateful.prepare(req, dialect, spec)
+                    turn = await stateful.prepare(req, dialect, spec, memory)
                     if stateful.detaches(req, dialect):
                         record.model, record.stream, record.route = req.model, req.stream, resolved.route
                         shared = SharedRecord(state.observer, record, state.console)
@@ -134,6 +138,8 @@ class Relay:
                         return
                     if stateful.persists(req, dialect):
                         ex.persist = Persist(stateful, dialect, codec, turn)
+                    elif memory is not None:  # store: false, kept by the connection to chain on
+                        ex.persist = Persist(stateful, dialect, codec, turn, memory)
                 elif req.previous_id or req.background:
                     raise GatewayError(
                         "invalid_request",
@@ -508,14 +514,17 @@ class SharedRecord:
 class Persist:
     """Keeps a stored (not detached) Responses answer: folds its events, stores it at the end."""
 
-    def __init__(self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Message]) -> None:
+    def __init__(
+        self, stateful: Stateful, dialect: str, codec: Codec, turn: list[Message], memory: TurnMemory | None = None
+    ) -> None:
         self.stateful, self.dialect, self.codec, self.turn = stateful, dialect, codec, turn
+        self.memory = memory  # a store: false turn on a WebSocket: kept by its connection only
         self.builder = ReplyBuilder()
 
     async def done(self, ctx: EncodeContext) -> None:
         reply = self.builder.reply
         if reply.error is None and reply.end is not None:
-            await self.stateful.persist(self.dialect, self.codec, ctx, reply, self.turn)
+            await self.stateful.persist(self.dialect, self.codec, ctx, reply, self.turn, self.memory)
 
 
 def _note_dropped(record: AccessRecord, opened: Opened, headers: Headers) -> Headers:

@@ -62,6 +62,7 @@ from gateway.store import OwnerGone, Store
 from gateway.upstream.source import EventSource
 
 if TYPE_CHECKING:
+    from gateway.relay.ws_session import TurnMemory
     from gateway.settings import Settings
 
 log = logging.getLogger("gateway.stateful")
@@ -164,14 +165,19 @@ class Stateful:
     def handles(dialect: str) -> bool:
         return codec_for(dialect).stored is not None
 
-    async def prepare(self, req: ChatRequest, dialect: str, caller: KeySpec | None) -> list[Message]:
+    async def prepare(
+        self, req: ChatRequest, dialect: str, caller: KeySpec | None, memory: TurnMemory | None = None
+    ) -> list[Message]:
         """Prepend the stored history of ``previous_id``; returns this turn's own messages.
         ``caller`` (the authenticated key; None for the shared key) becomes ``req.key_name``: only
-        its own stored turns can be continued, and what this request stores is its own."""
+        its own stored turns can be continued, and what this request stores is its own.
+        ``memory``: a WebSocket connection's own recent turns (``ws_session``), looked in first."""
         req.key_name = caller.name if caller is not None else None
         turn = list(req.messages)
         if req.previous_id:
-            stored = await self.store.get(policy(dialect).kind, req.previous_id)
+            stored = memory.get(req.previous_id) if memory is not None else None
+            if stored is None:
+                stored = await self.store.get(policy(dialect).kind, req.previous_id)
             if stored is None or "history" not in stored or not owns(stored, req.key_name):
                 raise policy(dialect).previous_not_found(req.previous_id)
             req.messages = messages_from_json(stored["history"]) + req.messages
@@ -219,8 +225,21 @@ class Stateful:
         stored = policy(dialect)
         return {stored.inputs_key: stored.inputs(list(body.get("input") or []), sid)}
 
-    async def persist(self, dialect: str, codec: Codec, ctx: EncodeContext, reply: Reply, turn: list[Message]) -> None:
+    async def persist(
+        self,
+        dialect: str,
+        codec: Codec,
+        ctx: EncodeContext,
+        reply: Reply,
+        turn: list[Message],
+        memory: TurnMemory | None = None,
+    ) -> None:
+        """Keep the answer for a later ``previous_id``: in the store, or, for a ``store: false`` turn
+        on a WebSocket connection, in that connection's ``memory`` only."""
         assert ctx.response_id is not None
+        if memory is not None:
+            memory.put(ctx.response_id, self._stored(dialect, codec, ctx, reply, turn))
+            return
         try:
             await self.store.put(policy(dialect).kind, ctx.response_id, self._stored(dialect, codec, ctx, reply, turn))
         except Exception:  # a store outage must not turn a delivered answer into an error

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from gateway.asgi import Receive, Scope, Send, headers_dict, send_json
 from gateway.dialects.base import ModelAction, RequestMeta
@@ -128,7 +128,7 @@ def dialect_routes(state: GatewayState, relay: Relay) -> list[Route]:
     return routes
 
 
-def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
+def build_routes(state: GatewayState, relay: Relay) -> list[BaseRoute]:
     models = ModelsEndpoints(state)
 
     async def healthz(request: Request) -> Response:
@@ -158,7 +158,7 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         from gateway.endpoints.admin import Admin
 
         admin_routes = Admin(state, admin_key).routes()
-    routes = [
+    routes: list[BaseRoute] = [
         *dialect_routes(state, relay),
         Route("/v1/models", models.list, methods=["GET"]),
         Route("/models", models.list, methods=["GET"]),
@@ -168,6 +168,12 @@ def build_routes(state: GatewayState, relay: Relay) -> list[Route]:
         *console_routes,
         *admin_routes,
     ]
+    if state.settings.websocket.enabled:  # Responses over WebSocket (websocket.py): each turn is the POST's
+        from gateway.server.websocket import ResponsesSocket
+
+        routes.append(
+            WebSocketRoute("/v1/responses", ResponsesSocket(relay, DialectEndpoint(relay, "openai-responses")))
+        )
     routes.append(Route("/v1beta/models", models.list, methods=["GET"]))
     routes.append(Route("/v1beta/models/{target:path}", models.get, methods=["GET"]))
     routes.append(Route("/v1/models/{target:path}", models.get, methods=["GET"]))
@@ -274,7 +280,8 @@ def create_app(settings: Settings) -> Starlette:
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, method_not_allowed)
-    app.add_middleware(EdgeGuard)  # path tricks and WebSocket handshakes, before routing (edge.py)
+    ws_paths = frozenset({"/v1/responses"}) if settings.websocket.enabled else frozenset()
+    app.add_middleware(EdgeGuard, websocket_paths=ws_paths)  # path tricks and WebSocket handshakes (edge.py)
     return app
 
 

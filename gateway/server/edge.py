@@ -14,9 +14,10 @@ request head.
 * path tricks: a ``.`` or ``..`` segment, an empty segment (``//``), an encoded slash or backslash
   (``%2F``, ``%5C``) or a control character (NUL, CR, LF …): 404, never routed. In a Gemini
   ``models/{model}:…`` path a control character is the model name's: 400, as in a body.
-* WebSocket handshakes (``Upgrade: websocket``): 426 Upgrade Required. The gateway serves no
-  WebSocket; Codex CLI tries one on ``/v1/responses`` first and falls back to HTTP on exactly a
-  426. Any other ``Upgrade`` (``h2c``) is ignored and the request served as HTTP/1.1.
+* WebSocket handshakes (``Upgrade: websocket``) on any path but the ones served
+  (``websocket_paths``: ``/v1/responses``, Responses over WebSocket, gateway/server/websocket.py,
+  unless ``[websocket] enabled = false``): 426 Upgrade Required, on which Codex CLI falls back to
+  HTTP. Any other ``Upgrade`` (``h2c``) is ignored and the request served as HTTP/1.1.
 """
 
 from __future__ import annotations
@@ -102,20 +103,24 @@ def _wants_websocket(scope: Scope) -> bool:
 
 
 UPGRADE_REQUIRED = GatewayError(
-    "invalid_request", "this gateway serves HTTP only, not WebSocket: send the same request as a plain HTTP POST", 426
+    "invalid_request", "no WebSocket is served on this path: send the same request as a plain HTTP POST", 426
 )
 
 
 class EdgeGuard:
     """ASGI wrapper: path tricks and WebSocket handshakes answered before routing (see module doc)."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, websocket_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
+        self.websocket_paths = websocket_paths  # the WebSocket endpoints the app serves
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "websocket":  # only when the server was started with WebSocket support
-            await self._refuse_websocket(scope, receive, send)
+            if scope.get("path") in self.websocket_paths and path_problem(scope) is None:
+                await self.app(scope, receive, send)
+            else:
+                await self._refuse_websocket(scope, receive, send)
             return
         if kind == "http":
             problem = path_problem(scope)

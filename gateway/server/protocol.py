@@ -20,10 +20,11 @@ the hot path stays llhttp in C and nothing else changes per byte) adds, from ``[
   answered 503 in the caller's dialect with ``Retry-After`` and the connection closed (uvicorn's
   ``limit_concurrency`` answers plain text, which no SDK reads).
 
-``Upgrade`` is never served (the gateway runs with ``ws="none"``: there is no WebSocket endpoint):
-the request goes to the app as plain HTTP (``edge.EdgeGuard`` answers a WebSocket handshake 426,
-anything else such as ``h2c`` is served normally), and since llhttp cannot parse past an upgrade,
-the connection closes after that one answer instead of hanging.
+``Upgrade: websocket`` is handed to ``ws_protocol.GatewayWebSocketProtocol`` (Responses over
+WebSocket, ``gateway.server.websocket``; ``edge.EdgeGuard`` answers a handshake on any other path,
+or with ``[websocket] enabled = false``, 426 in the caller's dialect), after the connection cap.
+Any other ``Upgrade`` (``h2c``) goes to the app as plain HTTP and is served normally, and since
+llhttp cannot parse past an upgrade, the connection closes after that one answer instead of hanging.
 
 Why a subclass and not another server: hypercorn and granian have header timeouts, but uvicorn with
 httptools is what the gateway's numbers in ``bench/`` were measured on, and the bounds cost one timer
@@ -140,7 +141,7 @@ def _websocket(headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 class GatewayHttpProtocol(HttpToolsProtocol):
-    """See the module docstring: head/body deadlines, a connection cap answered in dialect, no upgrades."""
+    """See the module docstring: head/body deadlines, a connection cap answered in dialect, WebSocket upgrades handed on."""
 
     def __init__(
         self,
@@ -160,6 +161,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._in_head = False  # bytes of a request head have arrived, its end has not
         self._in_body = False  # the head has arrived, the end of its body has not
         self._head_bytes = 0  # read while a head was unfinished (llhttp itself has no size limit)
+        self._upgraded = False  # handed to the WebSocket protocol: this one no longer reads the socket
 
     # -- timers
     def _arm_head(self) -> None:
@@ -219,6 +221,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
                 self.transport.close()
                 return
         super().data_received(data)
+        if self._upgraded:
+            return
         # Timers are armed only for a request still unfinished when this read is parsed: most
         # requests arrive whole in one read and cost no timer at all.
         if self.transport.is_closing():
@@ -261,6 +265,26 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self._body_timer = None
         super().on_message_complete()
 
+    def _should_upgrade(self) -> bool:
+        """Only a GET is a WebSocket handshake; any other method with ``Upgrade: websocket`` is
+        served as HTTP (``edge.EdgeGuard``: 426 in the caller's dialect)."""
+        return super()._should_upgrade() and self.scope.get("method") == "GET"
+
+    def handle_websocket_upgrade(self) -> None:
+        """A WebSocket handshake: past the connection cap it is a 503 like any request; else the
+        head's deadline is over and the socket belongs to the WebSocket protocol from here on."""
+        self._cancel()
+        self._in_head = self._in_body = False
+        self._upgraded = True
+        cap = self.limits.max_connections
+        if cap > 0 and (len(self.connections) > cap or len(self.tasks) >= cap):
+            path = self.url.split(b"?", 1)[0].decode("latin-1", "replace")
+            err = GatewayError("overloaded", "the gateway has too many open connections; retry shortly", 503)
+            self.transport.write(error_bytes(guess_dialect(path, self.headers or []), err))
+            self.transport.close()
+            return
+        super().handle_websocket_upgrade()
+
     def _unsupported_upgrade_warning(self) -> None:
         """An ``Upgrade`` request was served as plain HTTP; llhttp cannot read past it, so the
         connection ends with this answer (never held open waiting for a protocol switch)."""
@@ -273,4 +297,6 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
 def uvicorn_options() -> dict[str, Any]:
     """What every uvicorn the gateway runs under is given (the CLI, its workers and the tests)."""
-    return {"http": GatewayHttpProtocol, "ws": "none"}
+    from gateway.server.ws_protocol import GatewayWebSocketProtocol
+
+    return {"http": GatewayHttpProtocol, "ws": GatewayWebSocketProtocol}

@@ -84,6 +84,7 @@ class AccessRecord:
     usage_estimated: bool = False  # input_tokens is the gateway's estimate: the upstream reported none
     cache: str | None = None  # the response cache: hit | miss | bypass (None: [cache] off)
     cost_saved_usd: float | None = None  # a cache hit: what the answer cost when it was first paid for
+    transport: str = "http"  # "websocket": a turn on a Responses WebSocket (gateway/server/websocket.py)
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:

@@ -193,13 +193,14 @@ def test_path_tricks_are_404_in_a_dialects_shape_never_routed(gateway: Any, fake
 @pytest.mark.parametrize(
     "head",
     [
-        # Codex CLI's WebSocket attempt on /v1/responses: a 426 makes it fall back to HTTP at once
-        "GET /v1/responses HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\n"
+        # /v1/responses serves the WebSocket (tests/server/test_websocket.py); elsewhere a 426 makes
+        # a client fall back to HTTP at once
+        "GET /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\n"
         "sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nauthorization: Bearer k\r\n\r\n",
         "GET /v1/messages HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\n"
         "sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
     ],
-    ids=["codex-responses", "anthropic-path"],
+    ids=["chat-path", "anthropic-path"],
 )
 def test_a_websocket_handshake_is_426_at_once(gateway: Any, head: str) -> None:
     started = time.monotonic()

@@ -1,0 +1,71 @@
+"""The gateway's WebSocket server protocol: uvicorn's websockets (sans-I/O) protocol with the
+gateway's ``[websocket]`` bounds and a shutdown that lets the running turn finish.
+
+uvicorn hands an ``Upgrade: websocket`` request from the HTTP protocol (``GatewayHttpProtocol``) to
+this class. What it changes:
+
+* the largest client message (``max_message_bytes``: larger is a 1009 close), the keepalive pings
+  (``ping_interval``, ``ping_timeout``) from ``[websocket]``, not uvicorn's command-line defaults;
+  permessage-deflate is negotiated when the client offers it (uvicorn's default, kept);
+* on server shutdown uvicorn closes every socket at once (1012). Here an accepted socket is told
+  instead (``websocket.SHUTDOWN`` in its receive queue): it takes no new turn, lets the running one
+  finish — the gateway's shutdown grace ends it in the caller's terms if it must — and closes with
+  a close frame (1001). uvicorn waits for the connection to close within its graceful timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, cast
+
+from uvicorn.config import Config
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from uvicorn.server import ServerState
+
+from gateway.settings import WebSocketSettings
+
+SHUTDOWN = "gateway.websocket.shutdown"  # (the same name as gateway.server.websocket.SHUTDOWN)
+
+_SETTINGS: weakref.WeakKeyDictionary[Config, WebSocketSettings] = weakref.WeakKeyDictionary()
+
+
+def settings_of(config: Config) -> WebSocketSettings:
+    """The ``[websocket]`` settings of the gateway app this config serves (defaults for another app)."""
+    cached = _SETTINGS.get(config)
+    if cached is not None:
+        return cached
+    app, found = config.loaded_app, None
+    while app is not None and found is None:
+        state = getattr(getattr(app, "state", None), "gateway", None)
+        found = state.settings.websocket if state is not None else None
+        app = getattr(app, "app", None)
+    settings = found if isinstance(found, WebSocketSettings) else WebSocketSettings()
+    _SETTINGS[config] = settings
+    return settings
+
+
+class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        settings = settings_of(config)
+        self.conn.max_message_size = settings.max_message_bytes if settings.max_message_bytes > 0 else None
+        self.ping_interval = settings.ping_interval if settings.ping_interval > 0 else None
+        self.ping_timeout = settings.ping_timeout if settings.ping_timeout > 0 else None
+        self._told_shutdown = False
+
+    def shutdown(self) -> None:
+        accepted = self.handshake_complete and self.initial_response is None
+        if accepted and not self.close_sent and not self.disconnected and not self._told_shutdown:
+            self._told_shutdown = True  # the app closes after its running turn (a second call: at once)
+            self.queue.put_nowait(cast(Any, {"type": SHUTDOWN}))  # (not an ASGI event: the gateway's own)
+            return
+        super().shutdown()
