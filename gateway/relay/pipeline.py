@@ -34,7 +34,7 @@ from gateway.relay.exchange import Attempt, Exchange, Headers
 from gateway.relay.fast_path import FramePassthrough
 from gateway.relay.stateful import Stateful, new_stored_id
 from gateway.relay.stream_writer import StreamWriter
-from gateway.relay.ws_session import TURN_MEMORY, TurnMemory
+from gateway.relay.turn_memory import TURN_MEMORY, TurnMemory
 from gateway.reply import ReplyBuilder
 from gateway.routing.affinity import session_header
 from gateway.telemetry.inspector import CURRENT

@@ -62,7 +62,7 @@ from gateway.store import OwnerGone, Store
 from gateway.upstream.source import EventSource
 
 if TYPE_CHECKING:
-    from gateway.relay.ws_session import TurnMemory
+    from gateway.relay.turn_memory import TurnMemory
     from gateway.settings import Settings
 
 log = logging.getLogger("gateway.stateful")

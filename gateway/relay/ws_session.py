@@ -18,7 +18,6 @@ empty completed response (``response.created``, ``response.in_progress``, ``resp
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import Scope
@@ -29,33 +28,14 @@ from gateway.errors import GatewayError
 from gateway.events import End
 from gateway.relay.history import messages_to_json
 from gateway.relay.stateful import stamped
+from gateway.relay.turn_memory import TurnMemory
 from gateway.reply import Reply
 
 if TYPE_CHECKING:
     from gateway.relay.state import GatewayState
     from gateway.telemetry.observe import AccessRecord
 
-TURN_MEMORY = "gateway.turn_memory"  # the scope key of a WebSocket turn's connection memory
 DIALECT = "openai-responses"
-
-
-class TurnMemory:
-    """A connection's recent turns by response id (see the module docstring): at most ``size``."""
-
-    __slots__ = ("size", "turns")
-
-    def __init__(self, size: int) -> None:
-        self.size = max(1, size)
-        self.turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
-
-    def get(self, response_id: str) -> dict[str, Any] | None:
-        return self.turns.get(response_id)
-
-    def put(self, response_id: str, record: dict[str, Any]) -> None:
-        self.turns[response_id] = record
-        self.turns.move_to_end(response_id)
-        while len(self.turns) > self.size:
-            self.turns.popitem(last=False)
 
 
 def sse_payloads(data: bytes) -> tuple[list[bytes], bytes]:

@@ -47,7 +47,8 @@ from gateway.asgi import Receive, Scope, Send, header
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.relay.pipeline import Relay
-from gateway.relay.ws_session import DIALECT, TURN_MEMORY, TurnMemory, prewarm, sse_payloads
+from gateway.relay.turn_memory import TURN_MEMORY, TurnMemory
+from gateway.relay.ws_session import DIALECT, prewarm, sse_payloads
 from gateway.server.ws_protocol import SHUTDOWN  # told by the protocol on server shutdown
 from gateway.telemetry.observe import AccessRecord
 
