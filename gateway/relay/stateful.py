@@ -57,12 +57,12 @@ from gateway.ir import ChatRequest, Message
 from gateway.relay.attempts import Opened, batches
 from gateway.relay.history import messages_from_json, messages_to_json, reply_message
 from gateway.relay.stream_writer import StreamWriter
+from gateway.relay.turn_memory import Kept, TurnMemory
 from gateway.reply import Reply, ReplyBuilder
 from gateway.store import OwnerGone, Store
 from gateway.upstream.source import EventSource
 
 if TYPE_CHECKING:
-    from gateway.relay.turn_memory import TurnMemory
     from gateway.settings import Settings
 
 log = logging.getLogger("gateway.stateful")
@@ -175,9 +175,13 @@ class Stateful:
         req.key_name = caller.name if caller is not None else None
         turn = list(req.messages)
         if req.previous_id:
-            stored = memory.get(req.previous_id) if memory is not None else None
-            if stored is None:
-                stored = await self.store.get(policy(dialect).kind, req.previous_id)
+            kept = memory.get(req.previous_id) if memory is not None else None
+            if kept is not None and kept.key_name == req.key_name:
+                req.messages = [*kept.messages, *req.messages]
+                if not req.system and kept.system:
+                    req.system = list(kept.system)
+                return turn
+            stored = await self.store.get(policy(dialect).kind, req.previous_id)
             if stored is None or "history" not in stored or not owns(stored, req.key_name):
                 raise policy(dialect).previous_not_found(req.previous_id)
             req.messages = messages_from_json(stored["history"]) + req.messages
@@ -238,7 +242,9 @@ class Stateful:
         on a WebSocket connection, in that connection's ``memory`` only."""
         assert ctx.response_id is not None
         if memory is not None:
-            memory.put(ctx.response_id, self._stored(dialect, codec, ctx, reply, turn))
+            req = ctx.request
+            history = [*req.messages, reply_message(reply, ctx.upstream_dialect)]
+            memory.put(ctx.response_id, Kept(history, list(req.system), req.key_name))
             return
         try:
             await self.store.put(policy(dialect).kind, ctx.response_id, self._stored(dialect, codec, ctx, reply, turn))

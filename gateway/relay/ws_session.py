@@ -2,10 +2,10 @@
 
 OpenAI's WebSocket mode chains every turn on ``previous_response_id`` with only the new items, and
 Codex sends ``store: false``: the server keeps the connection's recent turns in memory, so the chain
-works without storing anything. ``TurnMemory`` is that memory, one per connection, bounded (the
-oldest turn goes first); it holds the same record the store would (``Stateful._stored``: the
-history in the IR's terms, thinking signatures included), so a continuation is rebuilt exactly as
-one over HTTP (``Stateful.prepare`` looks here first). A ``store: true`` turn goes to the store as
+works without storing anything. ``TurnMemory`` (``turn_memory``) is that memory, one per
+connection, bounded (the oldest turn goes first): each kept turn is the conversation so far in the
+IR's terms, thinking signatures included, so a continuation is rebuilt exactly as one over HTTP
+from the store (``Stateful.prepare`` looks there first). A ``store: true`` turn goes to the store as
 over HTTP, so its chain survives a reconnect and a replica change.
 
 The relay finds the memory in the turn's ASGI scope under ``TURN_MEMORY`` (set by
@@ -28,7 +28,7 @@ from gateway.errors import GatewayError
 from gateway.events import End
 from gateway.relay.history import messages_to_json
 from gateway.relay.stateful import stamped
-from gateway.relay.turn_memory import TurnMemory
+from gateway.relay.turn_memory import Kept, TurnMemory
 from gateway.reply import Reply
 
 if TYPE_CHECKING:
@@ -75,17 +75,16 @@ async def prewarm(
     sid = stored.new_id()
     ctx = EncodeContext(model=req.model, upstream_dialect=DIALECT, request=req, response_id=sid)
     reply = Reply(id=sid, model=req.model, end=End("stop"))
-    kept: dict[str, Any] = {
-        "object": codec.encode_whole(reply, ctx),
-        "history": messages_to_json(req.messages),  # no assistant turn: nothing was generated
-        "system": [p.text for p in req.system],
-        **stateful._inputs(DIALECT, codec, req, turn, sid),
-    }
-    stamped(kept, req.key_name)
-    if req.store is False:
-        memory.put(sid, kept)
-    else:
-        await stateful.store.put(stored.kind, sid, kept)
+    if req.store is False:  # kept as the connection keeps any turn: the request, no assistant turn
+        memory.put(sid, Kept(list(req.messages), list(req.system), req.key_name))
+    else:  # stored as over HTTP, so another socket or replica can chain on it
+        kept: dict[str, Any] = {
+            "object": codec.encode_whole(reply, ctx),
+            "history": messages_to_json(req.messages),  # no assistant turn: nothing was generated
+            "system": [p.text for p in req.system],
+            **stateful._inputs(DIALECT, codec, req, turn, sid),
+        }
+        await stateful.store.put(stored.kind, sid, stamped(kept, req.key_name))
     payloads, _ = sse_payloads(codec.stream_encoder(ctx).encode(End("stop")))
     record.stop_reason = "stop"
     record.first_byte()

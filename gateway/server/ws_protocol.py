@@ -6,7 +6,7 @@ this class. What it changes:
 
 * the largest client message (``max_message_bytes``: larger is a 1009 close), the keepalive pings
   (``ping_interval``, ``ping_timeout``) from ``[websocket]``, not uvicorn's command-line defaults;
-  permessage-deflate is negotiated when the client offers it (uvicorn's default, kept);
+  permessage-deflate is negotiated when the client offers it (Codex does), at zlib level 1;
 * on server shutdown uvicorn closes every socket at once (1012). Here an accepted socket is told
   instead (``websocket.SHUTDOWN`` in its receive queue): it takes no new turn, lets the running one
   finish — the gateway's shutdown grace ends it in the caller's terms if it must — and closes with
@@ -22,6 +22,7 @@ from typing import Any, cast
 from uvicorn.config import Config
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from uvicorn.server import ServerState
+from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 
 from gateway.settings import WebSocketSettings
 
@@ -57,6 +58,17 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         settings = settings_of(config)
+        if config.ws_per_message_deflate:
+            # uvicorn's deflate at zlib level 1, not 6: a turn's created/completed events repeat the
+            # request's instructions and tools (tens of KB), and level 6 spent ~0.5 ms per such frame
+            # for a few hundred bytes less (bench/ws_turns.py); 4 KiB windows as uvicorn's
+            self.conn.available_extensions = [
+                ServerPerMessageDeflateFactory(
+                    server_max_window_bits=12,
+                    client_max_window_bits=12,
+                    compress_settings={"level": 1, "memLevel": 5},
+                )
+            ]
         self.conn.max_message_size = settings.max_message_bytes if settings.max_message_bytes > 0 else None
         self.ping_interval = settings.ping_interval if settings.ping_interval > 0 else None
         self.ping_timeout = settings.ping_timeout if settings.ping_timeout > 0 else None
