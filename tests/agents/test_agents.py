@@ -20,8 +20,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
+from gateway.server.app import create_app
+from gateway.server.protocol import uvicorn_options
+from gateway.settings import Settings
 from tests.agents import harness
 from tests.agents.fake_agent_upstream import (
     ANTHROPIC_SIGNATURE,
@@ -33,6 +37,8 @@ from tests.agents.fake_agent_upstream import (
     Seen,
 )
 from tests.agents.matrix import DIALECTS, TASKS, file_token, gateway_for, prompt_for, task_model, work_folder
+from tests.agents.matrix import gateway_config as matrix_config
+from tests.support.access_log import Capture, capture_access_log
 from tests.support.fake_upstream import ServerThread
 
 
@@ -136,35 +142,89 @@ def test_cut_stream_fails_the_turn(
         assert run.returncode != 0, f"{cli} exited 0 on a cut-off stream" + context
 
 
-def test_codex_websocket_attempt_falls_back_to_http_at_once(
-    fake: tuple[ScriptedUpstream, ServerThread], gateway: ServerThread, tmp_path: Path
+@pytest.fixture(scope="module")
+def logged_gateways(
+    fake: tuple[ScriptedUpstream, ServerThread], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerThread, ServerThread, Capture]]:
+    """Two gateways with the access log on: WebSockets served (the default), and turned off."""
+    with capture_access_log() as log:
+        config = matrix_config(fake[1].url, tmp_path_factory.mktemp("ws-state"))
+        config["server"]["access_log"] = True
+        off = {**config, "websocket": {"enabled": False}}
+        with (
+            ServerThread(create_app(Settings(**config)), **uvicorn_options()) as on_server,
+            ServerThread(create_app(Settings(**off)), **uvicorn_options()) as off_server,
+        ):
+            yield on_server, off_server, log
+
+
+def _transports(log: Capture, model: str, since: int) -> list[tuple[str, str | None]]:
+    """(transport, provider) of each access-log line for ``model`` written after line ``since``."""
+    lines = [orjson.loads(text) for text in list(log.lines)[since:]]
+    return [(line["transport"], line["provider"]) for line in lines if line.get("model") == model]
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_codex_over_websocket(
+    dialect: str,
+    task: str,
+    fake: tuple[ScriptedUpstream, ServerThread],
+    logged_gateways: tuple[ServerThread, ServerThread, Capture],
+    tmp_path: Path,
 ) -> None:
-    """Codex with WebSockets on tries ``GET /v1/responses`` (Upgrade: websocket) first; the gateway's
-    426 makes it fall back to the HTTP stream at once (issue 18). Measured: the POST ~0.1 s later."""
+    """Codex with WebSockets on (its provider's ``supports_websockets``) runs every turn over the
+    gateway's socket, on every upstream dialect: the tool round trip chains on the connection's
+    kept turns (Codex sends ``store: false`` and only the new items), thinking signatures included."""
+    server, _, log = logged_gateways
+    since = len(log.lines)
+    check_cell("codex", dialect, task, "", fake[0], server, tmp_path, websockets=True)
+    seen = _transports(log, task_model(dialect, task), since)
+    assert seen and all(transport == "websocket" for transport, _ in seen), f"turns not over the socket: {seen}"
+    assert any(provider is not None for _, provider in seen), f"no turn reached the upstream: {seen}"
+
+
+def test_codex_falls_back_to_http_at_once_with_websockets_off(
+    fake: tuple[ScriptedUpstream, ServerThread],
+    logged_gateways: tuple[ServerThread, ServerThread, Capture],
+    tmp_path: Path,
+) -> None:
+    """``[websocket] enabled = false``: Codex's ``GET /v1/responses`` (Upgrade: websocket) is a 426
+    and it falls back to the HTTP stream at once (issue 18). Measured: the POST ~0.1 s later."""
     if "codex" in _MISSING:
         pytest.skip(f"codex is not installed in {harness.BIN}: run `make agents-setup`")
+    _, server, log = logged_gateways
     upstream = fake[0]
     upstream.reset()
     model = task_model("openai-responses", "plain")
     work = work_folder(tmp_path / "work")
+    since = len(log.lines)
     started = time.monotonic()
-    run = harness.run_codex(gateway.url, model, prompt_for("plain", work), work, timeout=TIMEOUT, websockets=True)
+    run = harness.run_codex(server.url, model, prompt_for("plain", work), work, timeout=TIMEOUT, websockets=True)
     elapsed = time.monotonic() - started
     context = f"\n{run.describe()}\n{_trace(upstream.requests(model))}"
     assert run.answer is not None and PLAIN_ANSWER in run.answer, context
     assert "Responses WebSocket" in run.stderr, "codex did not try a WebSocket first" + context
     assert elapsed < 10, f"the fallback took {elapsed:.1f}s" + context
+    assert {transport for transport, _ in _transports(log, model, since)} == {"http"}
 
 
 def check_cell(
-    cli: str, dialect: str, task: str, prefix: str, upstream: ScriptedUpstream, gateway: ServerThread, tmp_path: Path
+    cli: str,
+    dialect: str,
+    task: str,
+    prefix: str,
+    upstream: ScriptedUpstream,
+    gateway: ServerThread,
+    tmp_path: Path,
+    **options: bool,
 ) -> None:
     if cli in _MISSING:
         pytest.skip(f"{cli} is not installed in {harness.BIN}: run `make agents-setup`")
     upstream.reset()
     model = task_model(dialect, task, prefix)
     work = work_folder(tmp_path / "work")
-    run = harness.RUNNERS[cli](gateway.url, model, prompt_for(task, work), work, timeout=TIMEOUT)
+    run = harness.RUNNERS[cli](gateway.url, model, prompt_for(task, work), work, timeout=TIMEOUT, **options)
     seen = upstream.requests(model)
     context = f"\n{run.describe()}\n{_trace(seen)}"
 
