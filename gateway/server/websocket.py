@@ -257,6 +257,7 @@ class Connection:
             "Create a new websocket connection to continue.",
             400,
             raw="websocket_connection_limit_reached",
+            origin=DIALECT,  # OpenAI's own code, which Codex answers by reconnecting
         )
         await self.socket.text(error_frame(err))
         await self.socket.close(1000, "connection limit reached")

@@ -439,3 +439,55 @@ def test_shutdown_lets_the_running_turn_finish_then_closes(fake: FakeUpstream) -
         frames, close = run(go())
     assert frames[-1]["type"] == "response.completed"
     assert close is not None and close.code == 1001
+
+
+def test_a_connection_past_its_max_seconds_gets_openais_limit_error_then_a_close(fake: FakeUpstream) -> None:
+    config = gateway_config(f"http://127.0.0.1:{fake.port}")
+    config["websocket"] = {"max_seconds": 0.5}
+    with ServerThread(create_app(Settings(**config)), **uvicorn_options()) as server:
+
+        async def go() -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
+            async with websockets.connect(ws_url(server)) as ws:
+                answered = await turn(ws, model="anthropic--text", input="in time", store=False)
+                limit = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+                with pytest.raises(ConnectionClosed) as caught:
+                    await asyncio.wait_for(ws.recv(), 5)
+                return answered, limit, caught.value.rcvd
+
+        answered, limit, close = run(go())
+    assert final(answered)["status"] == "completed"
+    assert limit["type"] == "error" and limit["error"]["code"] == "websocket_connection_limit_reached"
+    assert close is not None and close.code == 1000
+
+
+def test_a_keys_rate_limit_is_a_429_in_band(fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WS_LIMITED_KEY", "gw-limited-secret")
+    config = gateway_config(f"http://127.0.0.1:{fake.port}")
+    config["keys"] = [{"name": "limited", "key_env": "WS_LIMITED_KEY", "rpm": 1}]
+    with ServerThread(create_app(Settings(**config)), **uvicorn_options()) as server:
+
+        async def go() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            async with connect(server, key="gw-limited-secret") as ws:
+                first = await turn(ws, model="anthropic--text", input="one", store=False)
+                second = await turn(ws, model="anthropic--text", input="two", store=False)
+                return first, second
+
+        first, second = run(go())
+    assert final(first)["status"] == "completed"
+    assert second[0]["type"] == "error" and second[0]["status"] == 429
+    assert int(second[0]["headers"]["retry-after"]) >= 1
+
+
+def test_a_store_false_chain_keeps_the_thinking_signature(gw: ServerThread, fake: FakeUpstream) -> None:
+    """The connection keeps turns as the gateway's own history, so a signature Anthropic requires
+    back comes back even though the caller never asked for ``reasoning.encrypted_content``."""
+
+    async def go() -> None:
+        async with connect(gw) as ws:
+            first = final(await turn(ws, model="anthropic--thinking", input="think", store=False))
+            final(await turn(ws, model="anthropic--text", input="more", previous_response_id=first["id"], store=False))
+
+    run(go())
+    assistant = fake.last("anthropic").body["messages"][1]
+    thinking = [block for block in assistant["content"] if block["type"] == "thinking"]
+    assert thinking and thinking[0]["signature"]
