@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -119,7 +120,6 @@ class FrameSink:
         self.streaming = False
         self.rest = b""
         self.body = b""
-        self.payloads: list[bytes] = []  # what the caller got, when a test asks (not kept in production)
 
     async def __call__(self, message: dict[str, Any]) -> None:
         kind = message["type"]
@@ -152,7 +152,7 @@ class FrameSink:
 class ResponsesSocket:
     """ASGI endpoint of the ``websocket`` scope on ``/v1/responses`` (see the module docstring)."""
 
-    def __init__(self, relay: Relay, endpoint: Any) -> None:
+    def __init__(self, relay: Relay, endpoint: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
         self.relay = relay
         self.endpoint = endpoint  # the POST /v1/responses DialectEndpoint: every turn goes through it
 
@@ -168,6 +168,10 @@ class ResponsesSocket:
             await state.auth.authenticate(scope, query)  # before the upgrade: a refused key gets no socket
         except GatewayError as err:
             await _deny(scope, send, err)
+            return
+        except Exception as exc:  # a store outage while looking a key up: an answer, never a dropped socket
+            log.exception("websocket handshake failed inside the gateway")
+            await _deny(scope, send, GatewayError("api_error", f"internal gateway error ({type(exc).__name__})", 500))
             return
         conn_id = header(scope, b"x-request-id") or "ws_" + secrets.token_hex(12)
         turn_state = header(scope, TURN_STATE_HEADER) or "ts_" + secrets.token_urlsafe(18)
@@ -344,7 +348,7 @@ class Connection:
         try:
             await self.endpoint(scope, receive, sink)
         except Exception:  # the pipeline answers its own failures; this is a bug in the sink
-            log.exception("websocket turn %s failed", scope["headers"][-1][1].decode())
+            log.exception("websocket turn %s-%d failed", self.conn_id, self.count)
             if sink.status == 0:
                 err = GatewayError("api_error", "internal gateway error", 500)
                 await self.socket.text(error_frame(err))
