@@ -222,6 +222,8 @@ class Connection:
         self.headers = [*headers, (b"content-type", b"application/json")]
 
     async def run(self) -> None:
+        gauge = self.state.observer.metrics.websockets_open
+        gauge.inc()
         reader = asyncio.create_task(self._read())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.max_seconds if self.settings.max_seconds > 0 else None
@@ -249,6 +251,7 @@ class Connection:
                     await self._connection_limit()
                     break
         finally:
+            gauge.dec()
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader

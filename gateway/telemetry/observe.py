@@ -118,6 +118,9 @@ class Metrics:
             registry=r,
         )
         self.active_streams = Gauge("gateway_active_streams", "Streams being relayed now", registry=r)
+        self.websockets_open = Gauge(
+            "gateway_websocket_connections", "Responses WebSocket connections open now", registry=r
+        )
         self.upstream_open = Gauge("gateway_upstream_open_connections", "Upstream responses open now", registry=r)
         self.upstream_pooled = Gauge(
             "gateway_upstream_pool_connections", "Upstream sockets open now, busy and idle", ["provider"], registry=r

@@ -140,6 +140,23 @@ def test_handshake_headers_and_compression(gw: ServerThread) -> None:
     assert "permessage-deflate" in headers["sec-websocket-extensions"]
 
 
+def test_open_sockets_are_a_gauge(gw: ServerThread) -> None:
+    def gauge() -> float:
+        text = httpx.get(gw.url + "/metrics").text
+        line = next(x for x in text.splitlines() if x.startswith("gateway_websocket_connections "))
+        return float(line.split()[1])
+
+    async def go() -> float:
+        async with connect(gw), connect(gw):
+            return gauge()
+
+    assert run(go()) >= 2
+    deadline = time.monotonic() + 3
+    while gauge() > 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gauge() == 0
+
+
 def test_the_turn_state_the_caller_sent_is_kept(gw: ServerThread) -> None:
     async def go() -> Any:
         async with websockets.connect(
