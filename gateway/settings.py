@@ -83,7 +83,7 @@ class WebSocketSettings(BaseModel):
     """Responses over WebSocket on ``/v1/responses`` (gateway/server/websocket.py, docs/websocket.md)."""
 
     enabled: bool = True  # false: a WebSocket handshake is a 426 and Codex falls back to HTTP
-    idle_timeout: float = 1800.0  # a connection with no turn running and no frame for this long is closed
+    idle_timeout: float = 1800.0  # a connection that starts no turn for this long (none running) is closed
     max_seconds: float = 3600.0  # a connection's whole life (OpenAI's 60 minutes); then closed after its turn
     max_message_bytes: int = 32 * 1024 * 1024  # a larger client frame closes the connection (1009)
     ping_interval: float = 20.0  # server keepalive pings (0: none)

@@ -25,7 +25,7 @@ again, limits and budgets, routing and fallbacks, guardrails, the cache, one acc
   other type) are accepted and ignored; a frame that is not a JSON object is an in-band 400.
 * **Turns run one at a time**, in the order sent. The caller closing the socket mid-turn cancels
   the turn at once, which closes its upstream connection.
-* **Bounds** (``[websocket]``): ``idle_timeout`` with no turn running, ``max_seconds`` per
+* **Bounds** (``[websocket]``): ``idle_timeout`` without a new turn (none running), ``max_seconds`` per
   connection (then ``websocket_connection_limit_reached`` in band, which Codex answers by
   reconnecting, and a close), ``max_message_bytes`` per client frame, keepalive pings
   (``gateway.server.ws_protocol``). On shutdown the running turn finishes (within the shutdown
