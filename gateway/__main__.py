@@ -64,7 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
     from gateway.server.protocol import uvicorn_options
 
     common = dict(
-        **uvicorn_options(),  # head/body deadlines, connection cap, no protocol upgrades
+        **uvicorn_options(),  # head/body deadlines, connection cap, the Responses WebSocket protocol
         host=host,
         port=port,
         log_level="info",
