@@ -65,16 +65,6 @@ def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentine
     group.stop()
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterGroup]:
-    """Three masters and three replicas (tests/support/redis_servers.py), once per session."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server not installed (apt-get install -y redis-server; .ci/run installs it)")
-    group = RedisClusterGroup(tmp_path_factory.mktemp("cluster")).start()
-    yield group
-    group.stop()
-
-
 @pytest.fixture(params=["sqlite", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
