@@ -13,11 +13,13 @@ times (about 6 s in all, longer than a sentinel's usual ``down-after-millisecond
 after that the error reaches the request, which answers 503 in the caller's dialect (the store is
 unavailable) rather than hanging or counting in process memory. What is safe to send twice: every
 read; ``SET``/``PEXPIRE``/``HSET`` of a whole value (idempotent); the event-log append script, which
-refuses an entry whose sequence number is already there (``LOGCLOSED``); the limit reservation and
-settlement scripts, which are keyed by the request's hold id. An ``INCRBY`` of spend whose reply was
-lost with the dead master may be counted again on the new one only if the write had reached the
-replica before the failover (Redis replication is asynchronous: a write acknowledged by the old
-master can as well be lost); the failover test measures it.
+refuses an entry whose sequence number is already there (``LOGCLOSED``); the limit reservation,
+which holds nothing more when its request id already holds; both parts of a settlement, each of
+which sets a ``done:<settlement id>`` marker in its own slot and does nothing when it is there
+(``gateway/store/redis_counters.py``). Not guarded: the routing in-flight count (``INCRBY`` with a
+TTL, ``redis_shared.py``) may be off by one until its TTL if its reply was lost. Redis replication is
+asynchronous: a write acknowledged by the old master just before it died can be lost with it; the
+failover tests measure what survives.
 
 A password comes from the URL (``redis+sentinel://:pw@h1:26379,…``) or ``[store] password_env``; the
 same password is used for the sentinels and the data nodes.
