@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from gateway.store import open_store
 from gateway.store.redis_client import parse_cluster_url
 from tests.store.test_counters import ask
+from tests.support.redis_servers import RedisClusterGroup
 
 
 def test_nodes_and_password() -> None:
@@ -45,3 +48,22 @@ async def test_a_cluster_nobody_answers_for_fails_at_once() -> None:
         await store.reserve(ask("r1", max_parallel=1))
     assert time.monotonic() - started < 5
     await store.close()
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
+async def test_a_cluster_with_a_password_takes_it_from_password_env(tmp_path: Path) -> None:
+    """The password ``[store] password_env`` names (``open_store``'s ``password``) reaches every node;
+    without it the cluster refuses the store at once, with the reason."""
+    cluster = RedisClusterGroup(tmp_path, password="s3cret pw").start()
+    try:
+        store = open_store(cluster.url, 60, password="s3cret pw")
+        assert (await store.reserve(ask("r1", max_parallel=1))).ok
+        await store.put("obj", "a", {"n": 1})
+        assert await store.get("obj", "a") == {"n": 1}
+        await store.close()
+        refused = open_store(cluster.url, 60)
+        with pytest.raises(Exception, match=r"(?i)auth"):
+            await refused.get("obj", "a")
+        await refused.close()
+    finally:
+        cluster.stop()

@@ -135,12 +135,13 @@ class RedisClusterGroup:
 
     NODE_TIMEOUT_MS = 1000
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, password: str | None = None) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             raise FileNotFoundError("redis-server")
         self.exe = exe
         self.root = root
+        self.password = password  # requirepass on every node (and masterauth for the replicas)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.ports = [free_port() for _ in range(6)]
         self.bus_ports = {port: free_port() for port in self.ports}  # not port + 10000: that may pass 65535
@@ -171,6 +172,8 @@ class RedisClusterGroup:
             "--repl-diskless-sync-delay",
             "0",  # a replica syncs at once (the default waits 5 s for more replicas to join)
         ]
+        if self.password is not None:
+            cmd += ["--requirepass", self.password, "--masterauth", self.password]
         self.procs[port] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start(self) -> RedisClusterGroup:
@@ -181,7 +184,7 @@ class RedisClusterGroup:
         for port in self.ports:
             wait_port(port, self.procs[port])
         masters, replicas = self.ports[:3], self.ports[3:]
-        clients = {port: redis.Redis(port=port, decode_responses=True) for port in self.ports}
+        clients = {port: redis.Redis(port=port, password=self.password, decode_responses=True) for port in self.ports}
         try:
             bounds = [0, 5461, 10923, 16384]
             for i, port in enumerate(masters):
@@ -239,7 +242,7 @@ class RedisClusterGroup:
         out = []
         for port in self.procs:
             try:
-                with redis.Redis(port=port) as r:
+                with redis.Redis(port=port, password=self.password) as r:
                     if r.info("replication").get("role") == "master":
                         out.append(port)
             except redis.RedisError:
@@ -254,7 +257,7 @@ class RedisClusterGroup:
         slot = key_slot(key.encode())
         for port in self.procs:
             try:
-                with redis.Redis(port=port) as r:
+                with redis.Redis(port=port, password=self.password) as r:
                     for start, end, master, *_ in r.execute_command("CLUSTER SLOTS"):
                         if start <= slot <= end:
                             return int(master[1])
@@ -266,7 +269,7 @@ class RedisClusterGroup:
         import redis
 
         for port in self.masters():
-            with redis.Redis(port=port) as r:
+            with redis.Redis(port=port, password=self.password) as r:
                 r.flushall()
 
     def kill(self, port: int) -> None:
