@@ -2,9 +2,11 @@
 atomic reserve in the store), pricing at finish and settlement — measured on the real classes
 against a SQLite file, SQLite ``:memory:`` and a redis-server on loopback.
 
-    .venv/bin/python bench/keys_cost.py [-n 2000] [--redis redis://127.0.0.1:6379/0]
+    .venv/bin/python bench/keys_cost.py [-n 2000] [--redis redis://127.0.0.1:6379/0] [--cluster]
 
-Without ``--redis`` a redis-server is started on a free port when the binary is installed.
+Without ``--redis`` a redis-server is started on a free port when the binary is installed;
+``--cluster`` also starts a Redis Cluster of three masters and three replicas on loopback
+(tests/support/redis_servers.py) and measures the ``redis+cluster://`` store beside it.
 Prints, per store, the mean wall time and CPU time per request of the whole added path (the
 reserve awaited one request at a time, as the relay does; settlements drained as the ledger does)
 and the same path for a key without limits (no store round trip before the upstream).
@@ -69,7 +71,7 @@ async def run(url: str, n: int, limited: bool) -> tuple[float, float]:
 
     async def one(i: int) -> None:
         record = AccessRecord(f"req_{i}", "anthropic", "/v1/messages")
-        spec = state.auth.authenticate(scope, {})
+        spec = await state.auth.authenticate(scope, {})
         assert spec is not None
         record.key = spec.name
         await state.limiter.admit(spec, req, resolved, record, "anthropic", [])
@@ -163,12 +165,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=2000)
     parser.add_argument("--redis")
+    parser.add_argument("--cluster", action="store_true", help="also a Redis Cluster (3 masters + 3 replicas)")
     args = parser.parse_args()
     proc, url = (None, args.redis) if args.redis else start_redis()
     tmp = tempfile.mkdtemp()
     stores = [("sqlite file", f"sqlite:///{os.path.join(tmp, 'bench.db')}"), ("sqlite :memory:", "sqlite://:memory:")]
     if url:
         stores.append(("redis (loopback)", url))
+    cluster = None
+    if args.cluster:
+        from tests.support.redis_servers import RedisClusterGroup
+
+        cluster = RedisClusterGroup(Path(tmp) / "cluster").start()
+        stores.append(("redis cluster (loopback, 3 + 3)", cluster.url))
     try:
         try:
             import uvloop
@@ -183,7 +192,9 @@ def main() -> None:
         print("|---|---|---|---|")
         for label, store_url in stores:
             for limited in (True, False):
-                if store_url.startswith("redis"):
+                if cluster is not None and store_url == cluster.url:
+                    cluster.flush()
+                elif store_url.startswith("redis"):
                     import redis
 
                     redis.Redis.from_url(store_url).flushdb()
@@ -193,6 +204,8 @@ def main() -> None:
     finally:
         if proc is not None:
             proc.terminate()
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

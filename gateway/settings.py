@@ -360,7 +360,7 @@ class CacheSettings(BaseModel):
 
 class StoreSettings(BaseModel):
     url: str = "sqlite:///gateway-state.db"
-    password_env: str | None = None  # Redis / Sentinel password from this variable (or in the url)
+    password_env: str | None = None  # Redis / Sentinel / Cluster password from this variable (or in the url)
     ttl_hours: float = 24.0
     max_detached_seconds: float = 3600.0  # a detached (stored/background) generation is cut after this
     # A follower on another replica gives a generation up (in-dialect error) only when its owner's

@@ -10,6 +10,7 @@ answer under an upstream model named like the wire (``text``, ``length``, ``mess
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from gateway.server.app import create_app
 from gateway.server.protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.support.fake_upstream import SCENARIO_WORDS, FakeUpstream, ServerThread
+from tests.support.redis_servers import RedisClusterGroup
 
 # Every dialect a provider may speak that the fake upstream speaks too. Bedrock Converse is spoken
 # only on its platform (SigV4, eventstream): tests/dialects/bedrock_converse/test_e2e.py.
@@ -83,3 +85,14 @@ def gateway(fake: FakeUpstream) -> Iterator[ServerThread]:
     settings = Settings(**gateway_config(f"http://127.0.0.1:{fake.port}"))
     with ServerThread(create_app(settings), **uvicorn_options()) as server:  # the gateway's own server layer
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterGroup]:
+    """A Redis Cluster of three masters and three replicas (tests/support/redis_servers.py), started
+    once per session for every test that shares it (flush it with ``.flush()`` first)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed (apt-get install -y redis-server; .ci/run installs it)")
+    group = RedisClusterGroup(tmp_path_factory.mktemp("cluster")).start()
+    yield group
+    group.stop()

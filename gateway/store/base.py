@@ -7,7 +7,9 @@ One small async interface, two backends chosen by the ``[store] url`` scheme (``
   embedded default, so ``make run`` needs nothing else (several uvicorn workers on one file work:
   they see each other's appends by polling);
 * ``redis://host:port/db`` (also ``rediss://``, ``unix://``) — for replicas: any replica can
-  resume a stream another one runs, because the live tail is read from Redis, not from the task.
+  resume a stream another one runs, because the live tail is read from Redis, not from the task;
+  ``redis+sentinel://…`` and ``redis+cluster://…`` are the highly available kinds
+  (``gateway/store/redis_client.py``).
 
 Why the interface looks like this (see DESIGN.md "Stateful streams"):
 

@@ -20,11 +20,11 @@ def open_store(url: str, ttl_seconds: float, *, password: str | None = None) -> 
         from gateway.store.sqlite import SQLiteStore, sqlite_path
 
         return SQLiteStore(sqlite_path(url), ttl_seconds)
-    if scheme in ("redis", "rediss", "unix", "redis+sentinel"):
+    if scheme in ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster"):
         from gateway.store.redis import RedisStore
 
         return RedisStore(url, ttl_seconds, password=password)
     raise ValueError(
-        f"unsupported [store] url {url!r}: use sqlite:///path.db, redis://host:port/db or "
-        "redis+sentinel://host:26379,host2:26379/<master>/<db>"
+        f"unsupported [store] url {url!r}: use sqlite:///path.db, redis://host:port/db, "
+        "redis+sentinel://host:26379,host2:26379/<master>/<db> or redis+cluster://host:7000,host2:7001"
     )

@@ -15,6 +15,13 @@ Why it is built this way:
   between replicas cannot make a live owner look dead or a dead one look alive.
 * Objects are strings with ``PX`` = the store TTL; logs and their meta hash ``gw:meta:{<id>}``
   (owner, hb, cancel) get the same TTL, refreshed on every append and heartbeat.
+* Redis Cluster (``redis+cluster://``): every key a script touches together has
+  the same hash tag — ``{<id>}`` for one stored object and its log, ``{<name>}`` for one named
+  key's limits (``redis_counters.py``), ``{rt}`` for routing state (``redis_shared.py``), ``{spend}``
+  for the spend buckets and request records, ``{gw:keys}`` for the key records' version. The
+  cache's entries are single keys spread over the cluster; its index is one more key, and
+  nothing touches both in one command. Signals between replicas are polled keys, never pub/sub
+  (a stream's ``cancel`` field, the key records' version), so they work the same on a cluster.
 """
 
 from __future__ import annotations
@@ -24,11 +31,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import orjson
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.store.base import Liveness, LogClosed, LogStatus, OwnerGone, Store
-from gateway.store.redis_client import redis_client
+from gateway.store.redis_client import StoreClient, cluster_client, is_cluster, redis_client, run_pipeline
 from gateway.store.redis_counters import RedisCounters
 from gateway.store.redis_shared import RedisShared
 
@@ -82,6 +88,14 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
 """
 
+# KEYS: object, log, meta  -> whether the object was there. A script rather than MULTI: atomic on a
+# cluster too (the three keys share the tag {id}), where redis-py's transactions are not for asyncio.
+_DELETE = """
+local gone = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2], KEYS[3])
+return gone
+"""
+
 # KEYS: meta, log  -> {now, owner, hb, cancel, count, end-status}
 _STATUS = """
 local t = redis.call('TIME')
@@ -111,19 +125,20 @@ def _s(value: Any) -> str | None:
 
 
 class RedisStore(RedisCounters, Store):
-    """Redis (``redis://host:port/db``, or a Sentinel group's master: ``gateway/store/redis_client.py``)
-    behind the :class:`Store` interface."""
+    """Redis (``redis://host:port/db``, a Sentinel group's master or a Redis Cluster:
+    ``gateway/store/redis_client.py``) behind the :class:`Store` interface."""
 
     def __init__(self, url: str, ttl_seconds: float, *, prefix: str = _PREFIX, password: str | None = None) -> None:
         self.ttl_seconds = ttl_seconds
         self._ttl_ms = max(1, int(ttl_seconds * 1000))
         self._prefix = prefix
-        self._r: aioredis.Redis = redis_client(url, password)
+        self._r: StoreClient = cluster_client(url, password) if is_cluster(url) else redis_client(url, password)
         self._append = self._r.register_script(_APPEND)
         self._finish = self._r.register_script(_FINISH)
         self._beat = self._r.register_script(_BEAT)
         self._cancel = self._r.register_script(_CANCEL)
         self._status = self._r.register_script(_STATUS)
+        self._delete = self._r.register_script(_DELETE)
         self._init_counters()
         self._shared: RedisShared | None = None
 
@@ -144,11 +159,7 @@ class RedisStore(RedisCounters, Store):
 
     async def delete(self, kind: str, id: str) -> bool:
         log, meta = self._log_keys(id)
-        async with self._r.pipeline(transaction=True) as pipe:
-            pipe.delete(self._k("obj", kind, id))
-            pipe.delete(log, meta)
-            gone, _ = await pipe.execute()
-        return bool(gone)
+        return bool(await self._delete(keys=[self._k("obj", kind, id), log, meta]))
 
     async def append(self, stream_id: str, data: bytes, *, expect: int | None = None) -> int:
         log, meta = self._log_keys(stream_id)
@@ -255,18 +266,25 @@ class RedisStore(RedisCounters, Store):
         oldest names past ``max_entries`` are popped and their entries deleted."""
         now = time.time()
         index = self._prefix + "cache-index"
-        async with self._r.pipeline(transaction=False) as pipe:
+
+        def build(pipe: Any) -> None:  # single-key commands: on a cluster the entry and the index may be apart
             pipe.set(self._prefix + "cache:" + key, body, px=max(1, int(ttl_seconds * 1000)))
             pipe.zadd(index, {key: now})
             pipe.zremrangebyscore(index, "-inf", now - ttl_seconds)  # names whose entries expired by themselves
             pipe.zcard(index)
-            replies = await pipe.execute()
+
+        replies = await run_pipeline(self._r, build)
         over = int(replies[-1]) - max_entries
         if over > 0:
             oldest = cast(list[tuple[bytes, float]], await self._r.zpopmin(index, over))
             names = [self._prefix + "cache:" + name.decode() for name, _ in oldest]
             if names:
-                await self._r.delete(*names)
+
+                def evict(pipe: Any) -> None:  # one DEL per entry: a multi-key DEL would cross slots on a cluster
+                    for name in names:
+                        pipe.delete(name)
+
+                await run_pipeline(self._r, evict)
 
     async def expire(self) -> int:
         return 0  # every key carries its own PX/PEXPIRE

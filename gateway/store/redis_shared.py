@@ -1,6 +1,11 @@
 """Routing state in Redis (see ``gateway/store/shared.py``): every replica sees one cooldown per
 target, one in-flight count, one session pin. Cooldowns are keys with a PX TTL and are read with
-PTTL, so Redis's clock alone decides when one ends; each operation is one round trip."""
+PTTL, so Redis's clock alone decides when one ends; each operation is one round trip.
+
+Every key is under the hash tag ``{rt}`` (``gw:{rt}:cool:<target>``, ``…:n:<target>``,
+``…:pin:<session>``): the snapshot script reads a route's cooldowns, counts and pin together, so on
+a Redis Cluster they must share a slot. That puts the routing state on one node; it is small
+(a few keys per target, one short string per pinned session, each with a TTL)."""
 
 from __future__ import annotations
 
@@ -54,7 +59,7 @@ class RedisShared(SharedState):
 
     def __init__(self, client: Any, prefix: str) -> None:
         self._r = client
-        self._p = prefix + "rt:"
+        self._p = prefix + "{rt}:"
         self._cool = client.register_script(_COOL)
         self._add = client.register_script(_ADD)
         self._cooling = client.register_script(_COOLING)

@@ -1,4 +1,5 @@
-"""Limits and spend across replicas: two gateway processes sharing a real redis-server. The budget
+"""Limits and spend across replicas: two gateway processes sharing a real redis-server (and, the
+same tests, a Redis Cluster of three masters and three replicas). The budget
 holds against 40 concurrent requests over both (the overshoot bound of docs/keys.md "Keys, prices and
 budgets"), rpm is one count for both, a revocation on one is seen by the other within a second,
 and a store that went away is a 503 in the caller's dialect, never "unlimited"."""
@@ -22,6 +23,7 @@ from gateway.settings import Settings
 from tests.governance.test_keys import ADMIN, EXACT, _raw_call, keyed_config, sha
 from tests.support.fake_upstream import FakeUpstream, ServerThread, free_port
 from tests.support.processes import start_gateway_process
+from tests.support.redis_servers import RedisClusterGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 COST = EXACT["openai-responses--text"]  # what one openai-chat--text answer costs (30 in, 10 cached, 12 out)
@@ -48,8 +50,13 @@ def _start_redis() -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.05)
 
 
-@pytest.fixture
-def redis_url() -> Iterator[str]:
+@pytest.fixture(params=["redis", "cluster"])
+def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "cluster":
+        cluster: RedisClusterGroup = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        yield cluster.url
+        return
     proc, url = _start_redis()
     yield url
     proc.terminate()

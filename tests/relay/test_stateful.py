@@ -166,7 +166,7 @@ def test_cancel_and_delete(sqlite_gateway: Any) -> None:
 # The ledger (spend buckets, request records without content, limit counters) is kept for every
 # request, stored or not: store: false is about the answer, not about what it cost.
 LEDGER_TABLES = {"spend", "request_log", "budgets", "rl_state", "key_records", "key_version", "sqlite_sequence"}
-LEDGER_KEYS = (b"gw:spend", b"gw:requests", b"gw:rl:", b"gw:keys")
+LEDGER_KEYS = (b"gw:{spend}:", b"gw:requests:", b"gw:rl:", b"gw:keys", b"{gw:keys}:")
 
 
 def _db_rows(db: Path) -> int:

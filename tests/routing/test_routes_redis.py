@@ -1,4 +1,5 @@
-"""Two gateway processes on one real redis-server share target cooldowns and session affinity."""
+"""Two gateway processes on one real redis-server (and on a Redis Cluster) share target cooldowns
+and session affinity."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from tests.relay.test_stateful import redis_url  # noqa: F401  (the fixture: a redis-server of this module)
 from tests.support.fake_upstream import ServerThread, free_port
 from tests.support.processes import start_gateway_process
+from tests.support.redis_servers import RedisClusterGroup
 from tests.support.targets import Behaviour, Deployments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,12 +85,22 @@ def _ask(url: str, model: str, session: str | None = None) -> str:
     return r.json()["choices"][0]["message"]["content"].removeprefix("from ")
 
 
-def test_two_replicas_share_cooldowns_and_affinity(deployments: Deployments, redis_url: str, tmp_path: Path) -> None:  # noqa: F811
+@pytest.fixture(params=["redis", "cluster"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "cluster":
+        cluster: RedisClusterGroup = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        return cluster.url
     import redis as redis_lib
 
-    url = redis_url.rsplit("/", 1)[0] + "/5"
+    url = request.getfixturevalue("redis_url").rsplit("/", 1)[0] + "/5"
     with redis_lib.Redis.from_url(url) as r:
         r.flushdb()
+    return str(url)
+
+
+def test_two_replicas_share_cooldowns_and_affinity(deployments: Deployments, store_url: str, tmp_path: Path) -> None:
+    url = store_url
     a, url_a = _start(tmp_path, deployments.url, url, "a")  # type: ignore[attr-defined]
     b, url_b = _start(tmp_path, deployments.url, url, "b")  # type: ignore[attr-defined]
     try:

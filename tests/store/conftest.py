@@ -1,4 +1,5 @@
-"""Fixtures for the store suite: every test runs against SQLite (a file) and a real redis-server.
+"""Fixtures for the store suite: every test runs against SQLite (a file), a real redis-server, a
+Sentinel group and a Redis Cluster (three masters, three replicas).
 
 The redis-server is the Debian package, started once per session on a free loopback port with
 persistence off; the Redis half is skipped (with the reason) only when the binary is missing.
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gateway.store import Store, open_store
-from tests.support.redis_servers import SentinelGroup
+from tests.support.redis_servers import RedisClusterGroup, SentinelGroup
 
 Opener = Callable[..., Store]
 
@@ -64,10 +65,14 @@ def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentine
     group.stop()
 
 
-@pytest.fixture(params=["sqlite", "redis", "sentinel"])
+@pytest.fixture(params=["sqlite", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"  # absolute path: sqlite:////tmp/...
+    if request.param == "cluster":
+        cluster: RedisClusterGroup = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        return cluster.url
     if request.param == "sentinel":
         group: SentinelGroup = request.getfixturevalue("sentinel_group")
         import redis
