@@ -108,7 +108,8 @@ def merge_metrics(parts: dict[int, bytes]) -> bytes:
                 rendered = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
                 entry[2].append(f"{sample.name}{{{rendered}}} {_float_to_go(sample.value)}")
     out: list[str] = []
-    for name, (doc, kind, lines) in families.items():
+    for family_name, (doc, kind, lines) in families.items():
+        name = family_name + "_total" if kind == "counter" else family_name  # as generate_latest names it
         out.append(f"# HELP {name} {_help(doc)}")
         out.append(f"# TYPE {name} {kind}")
         out += lines

@@ -194,7 +194,7 @@ def test_metrics_console_and_inspector_answer_for_every_worker(gateway: Gateway)
     with ThreadPoolExecutor(16) as pool:
         assert list(pool.map(call, ids)) == [200] * 16
     text = httpx.get(gateway.url + "/metrics").text
-    assert text.count("# TYPE gateway_requests counter") == 1  # one family, a series per worker
+    assert text.count("# TYPE gateway_requests_total counter") == 1  # one family, a series per worker
     per_worker = metric_values(text, "gateway_requests_total")
     assert sum(per_worker.values()) - metrics_before == 16
     assert len(metric_values(text, "gateway_event_loop_lag_seconds_count")) == gateway.count
