@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -210,7 +211,57 @@ def test_metrics_console_and_inspector_answer_for_every_worker(gateway: Gateway)
 
 
 def test_the_open_files_soft_limit_is_raised_to_the_hard_one_and_logged(gateway: Gateway) -> None:
+    hard_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard_limit != resource.RLIM_INFINITY and hard_limit <= LOW_SOFT_LIMIT:
+        pytest.skip(f"the hard open-files limit here is {hard_limit}: nothing to raise")
     limits = Path(f"/proc/{gateway.proc.pid}/limits").read_text()
-    soft, hard = re.search(r"Max open files\s+(\d+)\s+(\d+)", limits).groups()  # type: ignore[union-attr]
+    soft, hard = re.search(r"Max open files\s+(\S+)\s+(\S+)", limits).groups()  # type: ignore[union-attr]
+    if hard == "unlimited":  # raised to the most the kernel allows a process
+        hard = Path("/proc/sys/fs/nr_open").read_text().strip()
     assert int(soft) == int(hard) > LOW_SOFT_LIMIT
     assert f"soft limit raised from {LOW_SOFT_LIMIT} to {hard}" in gateway.log.read_text()
+    for pid in _children(gateway.proc.pid):  # the workers inherit it
+        assert re.search(rf"Max open files\s+{soft}\s", Path(f"/proc/{pid}/limits").read_text())
+
+
+def test_a_worker_that_dies_is_started_again(gateway: Gateway) -> None:
+    if gateway.count != 2:
+        pytest.skip("once is enough")
+    victim = _workers(gateway)[0]
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.time() + 60
+    while True:
+        alive = _workers(gateway)
+        text = httpx.get(gateway.url + "/metrics", timeout=5).text
+        if (
+            victim not in alive
+            and len(alive) == 2
+            and len(metric_values(text, "gateway_event_loop_lag_seconds_count")) == 2
+        ):
+            break
+        assert time.time() < deadline, "the worker came back and answers its siblings"
+        time.sleep(0.2)
+    statuses = [httpx.get(gateway.url + "/healthz").status_code for _ in range(10)]
+    assert statuses == [200] * 10
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    out: list[int] = []
+    for task in tasks.iterdir():
+        children = (task / "children").read_text().split()
+        out += [int(c) for c in children]
+    return out
+
+
+def _workers(gateway: Gateway) -> list[int]:
+    """The worker processes (not multiprocessing's resource tracker): those holding a socket."""
+    found = []
+    for pid in _children(gateway.proc.pid):
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if any(link.startswith("socket:") for link in links):
+            found.append(pid)
+    return found
