@@ -9,7 +9,7 @@ listening sockets by a hash of the connection's addresses, evenly whatever each 
 The parent (this module's ``serve_workers``) holds a bound, never listening socket on the port (so
 the port is taken, and a port of 0 becomes a real one every worker shares), starts the workers
 (``multiprocessing`` spawn: a fresh interpreter each, nothing inherited but the environment),
-restarts one that dies, and on SIGTERM / SIGINT passes SIGTERM on and waits for them: each worker
+restarts one that dies (and stops, exit code 1, when one cannot start at all), and on SIGTERM / SIGINT passes SIGTERM on and waits for them: each worker
 then shuts down gracefully (gateway/server/serve.py: in-flight streams get their grace).
 
 Each worker also listens on a private Unix socket in a run directory only this user can read
@@ -37,6 +37,8 @@ from gateway.telemetry.workers import socket_path
 log = logging.getLogger("gateway")
 
 RESTART_PAUSE = 1.0  # seconds between restarts of a worker that keeps dying (no busy loop)
+EARLY_EXIT_SECONDS = 10.0  # a worker gone this soon after its start did not get going
+EARLY_EXITS = 5  # so many of those in a row: the gateway stops (exit code 1) rather than loop
 
 
 def reuseport_socket(host: str, port: int, bind: bool = True) -> socket.socket:
@@ -98,6 +100,9 @@ def serve_workers(count: int, host: str, port: int, options: dict[str, Any]) -> 
                 os.kill(proc.pid, signal.SIGTERM)
 
     procs = [start(i) for i in range(count)]
+    started = [time.monotonic()] * count
+    quick_exits = [0] * count  # exits in a row within EARLY_EXIT_SECONDS of starting
+    failed = False
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     log.info("serving on http://%s:%d with %d workers (SO_REUSEPORT, one socket each)", host, port, count)
     try:
@@ -106,10 +111,17 @@ def serve_workers(count: int, host: str, port: int, options: dict[str, Any]) -> 
             for i, proc in enumerate(procs):
                 if proc.is_alive() or stopping:
                     continue
+                quick = time.monotonic() - started[i] < EARLY_EXIT_SECONDS
+                quick_exits[i] = quick_exits[i] + 1 if quick else 0
+                if quick_exits[i] >= EARLY_EXITS:  # it cannot start (the store is out, say): do not loop
+                    log.error("worker %d exited %d times in a row just after starting; stopping", i, EARLY_EXITS)
+                    failed = True
+                    stop(signal.SIGTERM, None)
+                    break
                 log.error("worker %d (pid %s) exited with %s; starting it again", i, proc.pid, proc.exitcode)
                 time.sleep(RESTART_PAUSE)
                 if not stopping:
-                    procs[i] = start(i)
+                    procs[i], started[i] = start(i), time.monotonic()
         for proc in procs:
             proc.join()
     finally:
@@ -117,4 +129,4 @@ def serve_workers(count: int, host: str, port: int, options: dict[str, Any]) -> 
             signal.signal(s, handler)
         holder.close()
         shutil.rmtree(run_dir, ignore_errors=True)
-    return 0
+    return 1 if failed else 0
