@@ -160,7 +160,7 @@ def test_a_budget_holds_and_spend_is_summed_exactly_across_the_workers(gateway: 
 
 def test_keep_alive_connections_spread_over_the_workers(gateway: Gateway) -> None:
     """64 keep-alive connections open at once: the kernel spreads them (SO_REUSEPORT), no worker
-    takes the lion's share (uvicorn's shared socket gave one of two workers 75-82 %)."""
+    takes the lion's share (uvicorn's shared socket gave one of two workers 75-82 %, one of four 64 %)."""
     port = int(gateway.url.rsplit(":", 1)[1])
     conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(64)]
     served: Counter[int] = Counter()
@@ -176,7 +176,10 @@ def test_keep_alive_connections_spread_over_the_workers(gateway: Gateway) -> Non
         for conn in conns:
             conn.close()
     assert sum(served.values()) == 64 and set(served) <= set(range(gateway.count))
-    assert max(served.values()) <= 0.7 * 64, served
+    # loose bounds (the hash spreads like coin flips: 32 ± 4 of 64 over two): 3.9 standard deviations
+    # over an even share, so noise never fails it; one worker holding 80 % always does
+    share = {2: 0.75, 4: 0.5}.get(gateway.count, 0.75)
+    assert max(served.values()) <= share * 64, served
     assert len(served) >= min(gateway.count, 2), served
 
 
