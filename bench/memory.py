@@ -54,6 +54,34 @@ from soak import (  # noqa: E402
 )
 
 
+def lag_buckets(port: int) -> dict[float, float]:
+    """The gateway's ``gateway_event_loop_lag_seconds`` histogram: {upper bound: cumulative count}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("gateway_event_loop_lag_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float(le)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def lag_summary(before: dict[float, float], after: dict[float, float]) -> dict:
+    """The samples taken between two readings: how many, and the bucket bounds of their p50 / p99 / max
+    (the sampler wakes every 0.25 s; a sample is how late the loop ran a due timer)."""
+    delta = {le: after.get(le, 0) - before.get(le, 0) for le in sorted(after)}
+    total = delta.get(float("inf"), 0)
+
+    def bound(q: float) -> float | None:
+        for le, n in delta.items():
+            if total and n >= q * total:
+                return le
+        return None
+
+    return {"samples": total, "p50_le_s": bound(0.5), "p99_le_s": bound(0.99), "max_le_s": bound(1.0)}
+
+
 def fake_now(procs: Procs) -> dict:
     rows = read_fake_stats(procs.fake_log)
     return rows[-1] if rows else {}
@@ -84,6 +112,7 @@ async def measure(args: argparse.Namespace, procs: Procs, tracker: Tracker) -> d
     out["idle_fds"] = proc_fds(gw_pid)
     log(f"idle: RSS {out['idle'].get('VmRSS', 0) / 1024:.1f} MB, {out['idle_fds']} FDs")
 
+    lag_idle = lag_buckets(port)
     req = loadgen.build_request(args.caller, "mem")
     sem = asyncio.Semaphore(args.max_pending)
     sampler = Sampler(gw_pid, tracker, 1.0, max_samples=int(args.ramp_timeout + args.max_hold + 300))
@@ -158,6 +187,7 @@ async def measure(args: argparse.Namespace, procs: Procs, tracker: Tracker) -> d
     for _ in range(3):
         peak.append(proc_status(gw_pid))
         await asyncio.sleep(1)
+    out["loop_lag_ramp"] = lag_summary(lag_idle, lag_buckets(port))  # the accept loop vs the open streams
     out["at_peak"] = peak[-1]
     out["rss_at_peak_kb"] = sum(p.get("VmRSS", 0) for p in peak) / len(peak)
     out["fds_at_peak"] = proc_fds(gw_pid)
@@ -228,6 +258,7 @@ def summarize(args: argparse.Namespace, res: dict, tracker: Tracker, nofile: tup
         "errors": tracker.errors,
         "error_samples": tracker.error_samples,
         "errors_during_ramp": res["errors_during_ramp"],
+        "loop_lag_ramp": res["loop_lag_ramp"],
         "unfinished": res.get("unfinished", 0),
     }
     s["pass"] = bool(
@@ -253,6 +284,11 @@ def print_report(s: dict, samples: list[dict]) -> None:
     print(
         "\nramp (every 5 s): "
         + ", ".join(f"{r['t']:.0f}s {r['open']} open/{r['rss_kb'] / 1024:.0f} MB/{r['fds']} fds" for r in samples[::5])
+    )
+    lag = s["loop_lag_ramp"]
+    print(
+        f"event-loop lag during the ramp and at the peak ({lag['samples']:.0f} samples): p50 <= {lag['p50_le_s']} s, "
+        f"p99 <= {lag['p99_le_s']} s, max <= {lag['max_le_s']} s"
     )
     for reason, count in s["error_samples"].items():
         print(f"  {count} x {reason}")

@@ -13,22 +13,12 @@ log = logging.getLogger("gateway")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _raise_open_files() -> None:
-    """Each relayed stream holds two sockets: take the soft open-files limit up to the hard one."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
-    except (ImportError, ValueError, OSError):
-        pass
-
-
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    _raise_open_files()
+    from gateway.server.open_files import raise_open_files
+
+    raise_open_files()  # logged: what this process (and its workers) may open
 
     from gateway.settings import load_settings
 
@@ -74,8 +64,10 @@ def _serve(args: argparse.Namespace) -> int:
         lifespan="on",
     )
     if workers > 1:
-        uvicorn.run("gateway.server.serve:app_from_env", factory=True, workers=workers, **common)
-        return 0
+        from gateway.server.workers import serve_workers
+
+        # each worker binds its own SO_REUSEPORT socket: the kernel spreads the connections evenly
+        return serve_workers(workers, host, port, {k: v for k, v in common.items() if k not in ("host", "port")})
     from gateway.server.serve import GracefulServer, app_from_env
 
     config = uvicorn.Config(app_from_env(), **common)

@@ -15,7 +15,13 @@ Admin endpoints (the admin key as Bearer, 401 otherwise):
   store fails, or with ``source=process``;
 * ``GET /admin/console/info`` — what the console can show here (named keys or not, the route names);
 * ``GET /admin/console/overview`` — the last hour's figures; ``/admin/console/live`` the same as
-  an SSE stream (one ``overview`` event every ``interval`` seconds, 2 by default).
+  an SSE stream (one ``overview`` event every ``interval`` seconds, 2 by default);
+* ``GET /admin/console/buckets`` — this process's minute buckets (what another worker merges).
+
+With ``--workers N`` the figures each process keeps (the overview's buckets, the inspector's ring)
+are gathered from every worker by the one a request reached (gateway/telemetry/workers.py): the
+overview and the inspector list are every worker's, each capture names its ``worker``, and
+``workers`` says how many answered.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import orjson
 from starlette.requests import Request
@@ -33,6 +40,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.endpoints.models import listed_models
+from gateway.telemetry import workers
 from gateway.telemetry.inspector import upstream_replay
 from gateway.telemetry.recent import select
 
@@ -78,6 +86,23 @@ def console_routes(state: GatewayState) -> list[Route]:
     assert console is not None  # built only with [admin] set, which is what makes the ring
     assets = _assets()
     admin_key = (state.settings.admin.resolved_key() or "").encode()
+    worker = workers.current()
+
+    async def from_siblings(request: Request, path: str) -> dict[int, Any]:
+        """The other workers' JSON answers to ``path`` (none with one process, or when a sibling asks)."""
+        if worker is None or workers.wants_local(request.scope):
+            return {}
+        answers = await workers.ask_siblings(worker, path, {"authorization": request.headers.get("authorization", "")})
+        return {i: r.json() for i, r in answers.items() if r.status_code == 200}
+
+    def answered(parts: dict[int, Any]) -> dict[str, Any]:
+        if worker is None:
+            return {}
+        return {"workers": {"count": worker.count, "answered": sorted([worker.index, *parts])}}
+
+    async def merged_overview(request: Request) -> dict[str, Any]:
+        others = await from_siblings(request, "/admin/console/buckets")
+        return {**console.overview([o["buckets"] for o in others.values()]), **answered(others)}
 
     def authorized(request: Request) -> bool:
         auth = request.headers.get("authorization", "")
@@ -113,17 +138,30 @@ def console_routes(state: GatewayState) -> list[Route]:
 
     async def inspector_list(request: Request) -> Response:
         ins = state.inspector
+        captures = ins.summaries()
+        others = await from_siblings(request, "/admin/inspector")
+        if worker is not None:
+            captures = [{**c, "worker": worker.index} for c in captures]
+            for answer in others.values():
+                captures += answer["captures"]
+            captures.sort(key=lambda c: -float(c.get("ts") or 0))
         return _json(
             {
                 "capture": ins.mode if ins.mode != "sample" else f"sample:{ins.rate:g}",
                 "max_requests": ins.max_requests,
-                "captures": ins.summaries(),
+                "captures": captures,
+                **answered(others),
             }
         )
 
     async def inspector_one(request: Request) -> Response:
         rid = request.path_params["request_id"]
         capture = state.inspector.get(rid)
+        if capture is not None and worker is not None:
+            capture["worker"] = worker.index
+        if capture is None:  # kept by another worker, perhaps
+            found = await from_siblings(request, "/admin/inspector/" + quote(rid, safe=""))
+            capture = next(iter(found.values()), None)
         if capture is None:
             return _json(
                 {
@@ -162,7 +200,8 @@ def console_routes(state: GatewayState) -> list[Route]:
                 log.warning(
                     "console: the store's request records are unavailable; showing this process's", exc_info=True
                 )
-        return _json({"source": "process", "requests": console.latest(limit, *filters)})
+        mine = {"worker": worker.index} if worker is not None else {}  # this worker's ring only
+        return _json({"source": "process", **mine, "requests": console.latest(limit, *filters)})
 
     async def _stored(
         limit: int, key: str | None, model: str | None, status: str | None, request_id: str | None
@@ -187,7 +226,10 @@ def console_routes(state: GatewayState) -> list[Route]:
         )
 
     async def overview(request: Request) -> Response:
-        return _json(console.overview())
+        return _json(await merged_overview(request))
+
+    async def buckets(request: Request) -> Response:
+        return _json({"worker": worker.index if worker else 0, "buckets": console.export()})
 
     async def live(request: Request) -> Response:
         try:
@@ -197,7 +239,7 @@ def console_routes(state: GatewayState) -> list[Route]:
 
         async def events() -> Any:
             while not state.shutting_down:
-                yield b"event: overview\ndata: " + orjson.dumps(console.overview()) + b"\n\n"
+                yield b"event: overview\ndata: " + orjson.dumps(await merged_overview(request)) + b"\n\n"
                 await asyncio.sleep(interval)
 
         return StreamingResponse(
@@ -212,6 +254,7 @@ def console_routes(state: GatewayState) -> list[Route]:
         Route("/admin/inspector/{request_id}", guarded(inspector_one), methods=["GET"]),
         Route("/admin/console/requests", guarded(recent), methods=["GET"]),
         Route("/admin/console/overview", guarded(overview), methods=["GET"]),
+        Route("/admin/console/buckets", guarded(buckets), methods=["GET"]),
         Route("/admin/console/info", guarded(info), methods=["GET"]),
         Route("/admin/console/live", guarded(live), methods=["GET"]),
     ]

@@ -39,7 +39,9 @@ from gateway.routing.targets import Routing
 from gateway.server.edge import EdgeGuard, error_response, scope_dialect
 from gateway.settings import Settings
 from gateway.store import Store, open_store
+from gateway.telemetry import workers
 from gateway.telemetry.inspector import from_settings
+from gateway.telemetry.loop_lag import sample_loop_lag
 from gateway.telemetry.observe import Observer
 from gateway.telemetry.recent import Recent
 from gateway.telemetry.setup import telemetry_from_settings
@@ -131,8 +133,11 @@ def dialect_routes(state: GatewayState, relay: Relay) -> list[Route]:
 def build_routes(state: GatewayState, relay: Relay) -> list[BaseRoute]:
     models = ModelsEndpoints(state)
 
+    worker = workers.current()
+    health = {"status": "ok"} if worker is None else {"status": "ok", "worker": worker.index}  # which one answered
+
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return JSONResponse(health)
 
     async def readyz(request: Request) -> Response:
         problems = [p.name for p in state.providers.values() if p.pool is None]
@@ -145,7 +150,8 @@ def build_routes(state: GatewayState, relay: Relay) -> list[BaseRoute]:
         )
 
     async def metrics(request: Request) -> Response:
-        return Response(state.observer.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        body = await workers.all_metrics(worker, request.scope, state.observer.metrics.render())
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     console_routes = []
     if state.console is not None:
@@ -242,6 +248,7 @@ def create_app(settings: Settings) -> Starlette:
         except Exception:
             log.exception("could not read the key records from the store; retrying in the background")
         refresher = asyncio.create_task(_refresh_keys(state, store))
+        lag = asyncio.create_task(sample_loop_lag(state.observer.metrics.loop_lag))
         state.routing.shared = store.shared()  # cooldowns and pins every replica on this store sees
         state.routing.counters = store  # and the targets' rpm/tpm, on the key limits' counters
         if settings.cache.enabled:
@@ -252,6 +259,7 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             refresher.cancel()
+            lag.cancel()
             state.shutting_down = True
             await stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():

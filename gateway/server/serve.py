@@ -14,6 +14,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from gateway.server.app import create_app, end_live_streams
+from gateway.server.gc_policy import tune_gc
 from gateway.settings import load_settings
 
 
@@ -23,6 +24,10 @@ def app_from_env() -> Starlette:
 
 
 class GracefulServer(uvicorn.Server):
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        tune_gc()  # the app has started: freeze what it built (gateway/server/gc_policy.py)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         app = self.config.loaded_app
         state = None

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from gateway.asgi import Scope, header
 from gateway.events import Usage
+from gateway.telemetry.loop_lag import BUCKETS as LAG_BUCKETS
 
 if TYPE_CHECKING:
     from gateway.store.counters import Hold
@@ -181,6 +182,12 @@ class Metrics:
             "Input tokens the upstream read from its prompt cache, by route and target (provider:model)",
             ["route", "target"],
             registry=r,
+        )
+        self.loop_lag = Histogram(
+            "gateway_event_loop_lag_seconds",
+            "How late the event loop woke a timer, sampled every 0.25 s (gateway/telemetry/loop_lag.py)",
+            registry=r,
+            buckets=LAG_BUCKETS,
         )
 
     def render(self) -> bytes:

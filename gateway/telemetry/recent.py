@@ -4,8 +4,10 @@
 record's access-log fields to a bounded ring (the Requests page) and adds the request to its
 minute's bucket (the Overview page: requests/s, error rate, TTFT percentiles, tokens and cost per
 provider and model over the last hour). A bucket keeps at most ``TTFT_SAMPLES`` first-byte times,
-so a busy minute costs bounded memory. Per process: with several workers each one counts its own
-(the store-backed ``GET /admin/requests`` and ``/admin/spend`` are the cross-replica figures).
+so a busy minute costs bounded memory. Per process: with several workers each one counts its own,
+and the console's overview merges them (``export`` here, read from each sibling, and
+``overview(others)``); the store-backed ``GET /admin/requests`` and ``/admin/spend`` are the
+cross-replica figures.
 """
 
 from __future__ import annotations
@@ -68,6 +70,32 @@ class Bucket:
         ] = {}  # (provider, model) -> [requests, input, output, cost or None, cached input, cache hits]
 
 
+def _merged(own: list[Bucket], exported: list[list[dict[str, Any]]]) -> list[Bucket]:
+    """This worker's buckets and the others' as one bucket per minute (copies: ``own`` is untouched)."""
+    by_minute: dict[int, Bucket] = {}
+
+    def add(minute: int, requests: int, errors: int, ttfts: list[float], rows: Iterable[tuple[Any, ...]]) -> None:
+        bucket = by_minute.get(minute)
+        if bucket is None:
+            bucket = by_minute[minute] = Bucket(minute)
+        bucket.requests += requests
+        bucket.errors += errors
+        bucket.ttfts += ttfts[: max(0, TTFT_SAMPLES - len(bucket.ttfts))]
+        for provider, model, *row in rows:
+            acc = bucket.by_model.setdefault((provider, model), [0, 0, 0, None, 0, 0])
+            for i in (0, 1, 2, 4, 5):
+                acc[i] += row[i]
+            if row[3] is not None:
+                acc[3] = (acc[3] or 0.0) + row[3]
+
+    for b in own:
+        add(b.minute, b.requests, b.errors, b.ttfts, ((p, m, *row) for (p, m), row in b.by_model.items()))
+    for buckets in exported:
+        for e in buckets:
+            add(int(e["minute"]), int(e["requests"]), int(e["errors"]), list(e["ttfts"]), e["by_model"])
+    return [by_minute[m] for m in sorted(by_minute)]
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -119,10 +147,29 @@ class Recent:
     ) -> list[dict[str, Any]]:
         return select(reversed(self.records), limit, key, model, status, request_id)
 
-    def overview(self) -> dict[str, Any]:
-        """The last hour, one point per minute (oldest first), and totals per provider/model."""
+    def export(self) -> list[dict[str, Any]]:
+        """The last hour's buckets as JSON-ready data, for another worker's ``overview(others)``."""
+        now_minute = int(time.time() // 60)
+        return [
+            {
+                "minute": b.minute,
+                "requests": b.requests,
+                "errors": b.errors,
+                "ttfts": b.ttfts,
+                "by_model": [[p, m, *row] for (p, m), row in b.by_model.items()],
+            }
+            for b in self.buckets
+            if now_minute - b.minute < MINUTES
+        ]
+
+    def overview(self, others: Iterable[list[dict[str, Any]]] = ()) -> dict[str, Any]:
+        """The last hour, one point per minute (oldest first), and totals per provider/model; with
+        ``others`` (other workers' ``export``), the figures of every worker together."""
         now_minute = int(time.time() // 60)
         live = [b for b in self.buckets if now_minute - b.minute < MINUTES]
+        exported = list(others)
+        if exported:
+            live = _merged(live, exported)
         series = [
             {
                 "minute": b.minute * 60,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import TYPE_CHECKING, Any
 
 from gateway.telemetry.traces import SCHEMA_URL, Telemetry
@@ -56,12 +57,17 @@ def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> 
         return None
     from gateway.telemetry.export import BoundedBatchProcessor
     from gateway.telemetry.metrics import GenAIMetrics
+    from gateway.telemetry.workers import current as current_worker
 
     cfg = settings.telemetry
     env = os.environ
     attrs: dict[str, Any] = {"service.version": "0.1.0"}
     if not env.get("OTEL_SERVICE_NAME") and "service.name=" not in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
         attrs["service.name"] = cfg.service_name
+    worker = current_worker()
+    if worker is not None and "service.instance.id=" not in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        # each worker exports its own cumulative metrics: one series source per worker, never two in one
+        attrs["service.instance.id"] = f"{socket.gethostname()}-worker-{worker.index}"
     resource = Resource.create(attrs)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
     guard = BoundedBatchProcessor(OTLPSpanExporter(endpoint=traces_url), registry, cfg.shutdown_seconds)
     metrics = None
