@@ -83,6 +83,18 @@ CHARSETS: dict[str, str] = {
     "phone_number": _DIGITS + "+() .-/",
 }
 
+# type -> every character a match can hold before its first trigger (a digit; an email's "@"): in a
+# stream's text without triggers, a value in progress is a trailing run of these (the scanner holds
+# back only that run; card numbers and SSNs start with a digit)
+LEADS: dict[str, str] = {
+    "email": _LETTERS + _DIGITS + "._%+-",
+    "iban": _LETTERS[:26],
+    "credit_card": "",
+    "us_ssn": "",
+    "ip_address": "ABCDEFabcdef:",
+    "phone_number": "+(",
+}
+
 # type -> (pattern, check); order is priority at one position (a card before a phone number)
 RECOGNIZERS: dict[str, tuple[str, Check]] = {
     "email": (r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}(?![\w-])", always),

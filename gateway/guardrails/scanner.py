@@ -9,7 +9,10 @@ exact. The reference (``Scanner.redact``) is the same loop over the whole text.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import regex
 
@@ -36,6 +39,7 @@ class Scanner:
         patterns: list[tuple[str, str, Check]],
         triggers: dict[str, tuple[str, ...]] | None = None,
         charsets: dict[str, str] | None = None,
+        leads: dict[str, str] | None = None,
     ) -> None:
         self.types = [t for t, _, _ in patterns]
         # every character a match of the type can hold: with one for each type, a stream holds back
@@ -58,6 +62,47 @@ class Scanner:
         self.pattern = regex.compile("|".join(self._alternatives), regex.V0)
         self._group_list = list(self._groups.items())
         self._subsets: dict[tuple[bool, ...], regex.Pattern[str] | None] = {}  # by which groups a text has
+        # The pre-filter: ``needed`` holds, for each type, the characters of one group of its triggers
+        # (every match has one of them; of a type's groups the widest: digits rather than ".:" for an
+        # IP, as prose is full of full stops, not of digits). A text without any is matched by no
+        # type, which a C-speed scan proves before any recognizer runs: one ``re`` character class
+        # for a chunk, ``str.__contains__`` (memchr) per character for a long text, where a class
+        # costs ~20 ns a character. Empty: a type without triggers (the ``regex`` kind), whose text
+        # always goes to the regex engine.
+        self.needed = ""
+        # ``leads``, per type, every character a match can hold before its first needed character: in
+        # a text without needed characters, a match in progress is a trailing run of its type's leads
+        # (an email's local part, "+" of a phone number, "fe80:" of an IPv6 address). ``_lead`` is the
+        # widest set, ``_other_leads`` the rest, less any inside another; ``rare`` what the others
+        # hold beyond the widest (":" and "("): without it, the widest set's run is the hold.
+        self.rare = ""
+        self._lead = ""
+        self._other_leads: tuple[str, ...] = ()
+        self._needed_rx: Callable[[str], object] | None = None
+        self._needed_from: Callable[[str, int], object] | None = None
+        self._prefilter: Callable[[str], re.Match[str] | None] | None = None
+        if triggers and all(triggers.get(t) for t in self.types):
+            needed = frozenset(c for t in self.types for c in max(triggers[t], key=len))
+            self.needed = "".join(sorted(needed))
+            self._needed_rx = re.compile(_char_class(needed)).search
+            if leads is not None and all(t in leads for t in self.types):
+                sets = list(dict.fromkeys(frozenset(leads[t]) - needed for t in self.types))
+                sets = sorted((x for x in sets if x and not any(x < y for y in sets)), key=len, reverse=True)
+                if sets:
+                    self._lead = "".join(sorted(sets[0]))
+                    self._other_leads = tuple("".join(sorted(x)) for x in sets[1:])
+                rare = frozenset().union(*sets[1:]) - frozenset(self._lead) if sets else frozenset()
+                self.rare = "".join(sorted(rare))
+                self._needed_from = re.compile(_char_class(needed)).search
+                self._prefilter = re.compile(_char_class(needed | rare)).search
+
+    def may_match(self, text: str) -> bool:
+        """False: no type can match anywhere in ``text`` (it lacks every needed character)."""
+        if not self.needed:
+            return True
+        if len(text) < 256:
+            return self._needed_rx(text) is not None  # type: ignore[misc]
+        return any(map(text.__contains__, self.needed))
 
     def pattern_for(self, text: str) -> regex.Pattern[str] | None:
         """The alternation of the types that can match in ``text`` (None: none can)."""
@@ -83,11 +128,17 @@ class Scanner:
     def redact(self, text: str) -> tuple[str, list[Hit]]:
         """The whole text with each confirmed hit replaced: the same loop as a stream's, in one piece
         (so it is the reference any chunking must equal)."""
+        if not self.may_match(text):
+            return text, []
         pattern = self.pattern_for(text)
         if pattern is None or pattern.search(text) is None:  # the common case: nothing built
             return text, []
         red = StreamRedactor(self, True)
         return red._scan(text, final=True), red.hits
+
+
+def _char_class(chars: frozenset[str]) -> str:
+    return "[" + "".join(re.escape(c) for c in sorted(chars)) + "]"
 
 
 def _mark(hit: Hit) -> str:
@@ -100,16 +151,61 @@ class StreamRedactor:
     ``hits`` collects the confirmed matches; with ``redact`` False they pass unchanged (log, and
     block, whose caller ends the stream at the first hit)."""
 
-    __slots__ = ("scanner", "redact", "buffer", "context", "hits")
+    __slots__ = (
+        "scanner",
+        "redact",
+        "guardrail",
+        "buffer",
+        "context",
+        "hits",
+        "_prefilter",
+        "_needed",
+        "_lead",
+        "_others",
+    )
 
-    def __init__(self, scanner: Scanner, redact: bool) -> None:
+    def __init__(self, scanner: Scanner, redact: bool, guardrail: Any = None) -> None:
         self.scanner, self.redact = scanner, redact
+        self.guardrail = guardrail  # whose hits these are (the engine's Guardrail)
         self.buffer = ""
         self.context = ""
         self.hits: list[Hit] = []
+        self._prefilter, self._needed = scanner._prefilter, scanner._needed_from
+        self._lead, self._others = scanner._lead, scanner._other_leads
 
     def feed(self, text: str) -> str:
-        return self._scan(self.buffer + text, final=False)
+        s = self.buffer + text if self.buffer else text
+        prefilter = self._prefilter
+        if prefilter is None:
+            return self._scan(s, final=False)
+        # The common chunk: no character any match needs, so nothing in the held text and the new
+        # text can be complete; only the trailing run of characters a match can start with is held
+        # (usually the last word), the rest goes at once. No regex engine, no list, no new event.
+        scanner = self.scanner
+        if len(s) < 256:
+            rare = prefilter(s)
+            if rare is None:
+                hold = len(s.rstrip(self._lead))
+            elif self._needed(s, rare.start()) is None:  # type: ignore[misc]
+                hold = min(len(s.rstrip(self._lead)), *[len(s.rstrip(x)) for x in self._others])
+            else:
+                return self._scan(s, final=False)
+        elif any(map(s.__contains__, scanner.needed)):  # (a long text: memchr per character)
+            return self._scan(s, final=False)
+        elif any(map(s.__contains__, scanner.rare)):
+            hold = min(len(s.rstrip(self._lead)), *[len(s.rstrip(x)) for x in self._others])
+        else:
+            hold = len(s.rstrip(self._lead))
+        if hold == len(s):
+            self.buffer = ""
+            released = s
+        elif hold:
+            released, self.buffer = s[:hold], s[hold:]
+        else:
+            self.buffer = s
+            return ""
+        self.context = released[-CONTEXT:] if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        return released
 
     def flush(self) -> str:
         return self._scan(self.buffer, final=True) if self.buffer else ""

@@ -7,11 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.guardrails.engine import compile_guardrail
-from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS
+from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS
 from gateway.guardrails.scanner import Scanner, StreamRedactor
 from gateway.settings import GuardrailSettings
 
-SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS)
+SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS, LEADS)  # as the engine
+RUNS = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS)  # no lead-run fast path
 PARTIAL = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()])  # the regex engine's partial matches
 
 VALUES = {
@@ -111,5 +112,6 @@ def test_any_chunking_delivers_the_reference_redaction(
     reference, _ = SCANNER.redact(text)
     assert _stream(text, cuts) == reference
     assert _stream(text, cuts, PARTIAL) == reference
+    assert _stream(text, cuts, RUNS) == reference
     for _, value in pieces:
         assert value not in reference or value in tail
