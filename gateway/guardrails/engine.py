@@ -17,7 +17,7 @@ from gateway.events import BlockStop, End, Event, StreamError, TextDelta, Thinki
 from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
 from gateway.guardrails.webhook import Webhook
-from gateway.ir import ChatRequest, TextPart, ToolCallPart, ToolResultPart
+from gateway.ir import ChatRequest, Message, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
 
 
@@ -178,6 +178,30 @@ class RequestGuard:
             if verdict.action == "redact" and verdict.texts is not None and g.action == "redact":
                 replaced = iter(verdict.texts)
                 _walk(req, lambda _text, replaced=replaced: next(replaced))
+
+    async def check_inputs(self, texts: list[str]) -> list[str]:
+        """An embeddings request's texts (gateway/relay/embeddings.py), as the model would see them:
+        the same pass as a chat request's turns (redact, block with the 400, log; the webhooks get
+        them as their ``texts``), over the texts as one user turn."""
+        if not any(g.request for g in self.guardrails):
+            return texts
+        box = ChatRequest(model="", messages=[Message("user", [TextPart(t) for t in texts])])
+        await self.check_request_async(box)
+        return [p.text for p in box.messages[0].content]  # type: ignore[union-attr]
+
+    def refuse_tokens(self) -> GatewayError | None:
+        """Token-id inputs cannot be read by a guardrail: a ``redact`` or ``block`` guardrail on the
+        request refuses them (fail closed: unread ids could carry what it must stop); ``log`` lets
+        them pass."""
+        for g in self.guardrails:
+            if g.request and g.action != "log":
+                return GatewayError(
+                    "guardrail_blocked",
+                    f"guardrail {g.name!r} cannot read token-id inputs: send the inputs as strings",
+                    400,
+                    param=g.name,
+                )
+        return None
 
     @property
     def on_response(self) -> bool:
