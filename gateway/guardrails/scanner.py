@@ -61,7 +61,7 @@ class Scanner:
             self._groups.update((g, frozenset(g)) for g in trigger or ())
         self.pattern = regex.compile("|".join(self._alternatives), regex.V0)
         self._group_list = list(self._groups.items())
-        self._subsets: dict[tuple[bool, ...], regex.Pattern[str] | None] = {}  # by which groups a text has
+        self._subsets: dict[tuple[bool, ...], Any] = {}  # by which groups a text has
         # The pre-filter: ``needed`` holds, for each type, the characters of one group of its triggers
         # (every match has one of them; of a type's groups the widest: digits rather than ".:" for an
         # IP, as prose is full of full stops, not of digits). A text without any is matched by no
@@ -81,6 +81,7 @@ class Scanner:
         self._needed_rx: Callable[[str], object] | None = None
         self._needed_from: Callable[[str, int], object] | None = None
         self._prefilter: Callable[[str], re.Match[str] | None] | None = None
+        self._firsts: list[frozenset[str]] | None = None
         if triggers and all(triggers.get(t) for t in self.types):
             needed = frozenset(c for t in self.types for c in max(triggers[t], key=len))
             self.needed = "".join(sorted(needed))
@@ -93,6 +94,8 @@ class Scanner:
                     self._other_leads = tuple("".join(sorted(x)) for x in sets[1:])
                 rare = frozenset().union(*sets[1:]) - frozenset(self._lead) if sets else frozenset()
                 self.rare = "".join(sorted(rare))
+                # a match starts with a character of its type's leads or one of its triggers
+                self._firsts = [frozenset(leads[t]) | frozenset("".join(triggers[t])) for t in self.types]
                 self._needed_from = re.compile(_char_class(needed)).search
                 self._prefilter = re.compile(_char_class(needed | rare)).search
 
@@ -104,8 +107,9 @@ class Scanner:
             return self._needed_rx(text) is not None  # type: ignore[misc]
         return any(map(text.__contains__, self.needed))
 
-    def pattern_for(self, text: str) -> regex.Pattern[str] | None:
-        """The alternation of the types that can match in ``text`` (None: none can)."""
+    def pattern_for(self, text: str) -> Any:
+        """The alternation of the types that can match in ``text`` (None: none can), for a search of
+        complete matches (a ``re`` or ``regex`` pattern)."""
         if len(text) < 256:  # a chunk: one pass over its characters per group
             flags = tuple([not chars.isdisjoint(text) for _, chars in self._group_list])
         else:  # a long text: str's ``in`` per character of the group
@@ -114,11 +118,23 @@ class Scanner:
         if compiled is self:
             found = {g: flag for (g, _), flag in zip(self._group_list, flags, strict=True)}
             present = [i for i, groups in self._triggers if all(found[g] for g in groups)]
-            compiled = regex.compile("|".join(self._alternatives[i] for i in present), regex.V0) if present else None
+            compiled = self._compile_subset(present) if present else None
             self._subsets[flags] = compiled
-        return compiled  # type: ignore[return-value]
+        return compiled
 
-    def _confirmed(self, m: regex.Match[str]) -> Hit | None:
+    def _compile_subset(self, present: list[int]) -> Any:
+        """With every type's leads known (the built-in recognizers: plain ``re`` syntax), stdlib
+        ``re`` behind a look-ahead for the characters a match can start with: each position the
+        engine tries costs one character-class test unless a value could start there, where the
+        bare alternation (lookbehinds first) costs every alternative's — 3-4x faster per chunk than
+        the ``regex`` module. The operator's patterns keep ``regex`` (its syntax, partial matches)."""
+        alternation = "|".join(self._alternatives[i] for i in present)
+        if self._firsts is None:
+            return regex.compile(alternation, regex.V0)
+        firsts = frozenset().union(*(self._firsts[i] for i in present))
+        return re.compile(f"(?={_char_class(firsts)})(?:{alternation})")
+
+    def _confirmed(self, m: Any) -> Hit | None:
         group = m.lastgroup
         if group is None:
             return None
@@ -230,10 +246,12 @@ class StreamRedactor:
         if not final and charsets is not None:
             # a match still in progress is a run of its type's characters up to the end: hold from
             # the earliest such run; before it, every match is complete and the trigger subset finds it
-            hold = min(len(s.rstrip(cs)) for cs in charsets)
+            hold = min(map(len, map(s.rstrip, charsets)))
             while hold < end and s[hold] == " ":  # no match starts with a space
                 hold += 1
-            hold = max(pos, hold)
+            if hold <= pos:  # all of the new text may be a match in progress: nothing to search yet
+                self.buffer = text
+                return ""
             final = True
         # a final scan needs only the types whose trigger the text holds; a partial one must also see
         # a match in progress whose trigger has not arrived yet ("jane.roe" before its "@")
@@ -244,7 +262,7 @@ class StreamRedactor:
             return text
         search = pattern.search if pattern is not None else None
         while pos < end:
-            m = search(s, pos, partial=not final) if search is not None else None
+            m = None if search is None else search(s, pos) if final else search(s, pos, partial=True)
             if m is None or m.start() >= hold:
                 out.append(s[pos:hold])
                 pos = hold
