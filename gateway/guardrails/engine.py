@@ -3,8 +3,10 @@
 ``Guardrails.for_request`` gives a request the union of its route's and its key's guardrails (the
 route's first, each once, in config order within each); ``RequestGuard.check_request`` redacts,
 blocks or records on the request IR before anything goes upstream; ``RequestGuard.filter`` is the
-answer's pass: text, thinking and tool-call argument deltas go through one ``StreamRedactor`` per
-block and guardrail, held text is released before the block ends.
+answer's pass: text, thinking and tool-call argument deltas go through one ``StreamRedactor`` (or,
+for presidio, ``WholeBlock``) per block and guardrail, held text is released before the block
+ends; ``filter_async`` adds the webhooks, which judge each block whole when it ends.
+``check_inputs`` is the request pass over an embeddings request's texts.
 """
 
 from __future__ import annotations
@@ -152,7 +154,7 @@ class RequestGuard:
     _stopped: bool = False
 
     async def check_request_async(self, req: ChatRequest) -> None:
-        """``check_request``, then each webhook guardrail's verdict on the texts (requests only)."""
+        """``check_request``, then each webhook guardrail's verdict on the request's texts."""
         self.check_request(req)
         for g in self.guardrails:
             if g.webhook is None or not g.request:

@@ -1,7 +1,8 @@
 """The ``webhook`` guardrail's client: the request's texts POSTed to the operator's service.
 
 The request body: ``{"guardrail": name, "where": "request", "texts": [...]}`` (every text the
-model would see, in order). The answer: ``{"action": "allow"}``, ``{"action": "block", "reason":
+model would see, in order), or ``"where": "response"`` with the text of each answer block that
+ended (gateway/guardrails/engine.py ``_hook_pass``). The answer: ``{"action": "allow"}``, ``{"action": "block", "reason":
 "..."}`` or ``{"action": "redact", "texts": [...]}`` (as many texts, in the same order). No valid
 answer within ``timeout_ms`` (down, slow, a non-2xx, nonsense): ``fail = "closed"`` blocks the
 request, ``"open"`` lets it pass.
