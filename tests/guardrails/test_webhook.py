@@ -252,3 +252,76 @@ def test_the_webhook_client_is_closed_at_shutdown() -> None:
             client = hook._client
             assert client is not None and not client.is_closed
         assert client.is_closed and hook._client is None
+
+
+class _Stub:
+    """A webhook stand-in for the answer pass: records the texts, answers a fixed verdict."""
+
+    def __init__(self, verdict: Any) -> None:
+        self.verdict = verdict
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def check(self, name: str, texts: list[str], where: str) -> Any:
+        self.calls.append((where, texts))
+        return self.verdict
+
+
+def _guard(action: str, verdict: Any) -> Any:
+    from gateway.guardrails.engine import Guardrail, RequestGuard
+
+    g = Guardrail("hook", action, False, True, None, _Stub(verdict))  # type: ignore[arg-type]
+    return RequestGuard((g,), (), (g,))
+
+
+def _run(guard: Any, batches: list[list[Any]]) -> list[Any]:
+    async def go() -> list[Any]:
+        out: list[Any] = []
+        for batch in batches:
+            out += await guard.filter_async(batch)
+        return out
+
+    return asyncio.run(go())
+
+
+def test_the_answer_pass_holds_each_block_and_judges_the_blocks_that_end_together() -> None:
+    from gateway.events import BlockStart, BlockStop, End, TextDelta, ToolArgsDelta
+    from gateway.guardrails.webhook import Verdict
+
+    guard = _guard("redact", Verdict("redact", texts=["[text]"]))
+    stub = guard.hooks[0].webhook
+    out = _run(guard, [[BlockStart(0, "text"), TextDelta(0, "hello "), TextDelta(0, "world")], [BlockStop(0)]])
+    assert [type(e) for e in out] == [BlockStart, TextDelta, BlockStop]  # held until the block ended
+    assert out[1].text == "[text]" and stub.calls == [("response", ["hello world"])]
+    # a block that ends without its BlockStop is judged at the end
+    stub.verdict = Verdict("redact", texts=["[args]"])
+    out = _run(guard, [[BlockStart(1, "tool_use", "call_1", "f"), ToolArgsDelta(1, '{"a":')], [ToolArgsDelta(1, "1}")]])
+    assert [type(e) for e in out] == [BlockStart]
+    out = _run(guard, [[End("tool_use")]])
+    assert [type(e) for e in out] == [ToolArgsDelta, End]
+    assert out[0].fragment == "[args]" and stub.calls[-1] == ("response", ['{"a":1}'])
+    # two blocks ending in one read (a whole answer): one call with both texts
+    guard = _guard("redact", Verdict("redact", texts=["A", "B"]))
+    whole = [BlockStart(0, "text"), TextDelta(0, "a"), BlockStop(0), BlockStart(1, "text"), TextDelta(1, "b")]
+    out = _run(guard, [[*whole, BlockStop(1), End("stop")]])
+    assert [type(e) for e in out] == [BlockStart, TextDelta, BlockStop, BlockStart, TextDelta, BlockStop, End]
+    assert [e.text for e in out if type(e) is TextDelta] == ["A", "B"]
+    assert guard.hooks[0].webhook.calls == [("response", ["a", "b"])]
+
+
+def test_a_blocking_verdict_ends_the_answer_before_the_block() -> None:
+    from gateway.events import BlockStart, BlockStop, End, StreamError, TextDelta
+    from gateway.guardrails.webhook import Verdict
+
+    guard = _guard("redact", Verdict("block", "no"))
+    out = _run(guard, [[BlockStart(0, "text"), TextDelta(0, "x"), BlockStop(0), End("stop")], [TextDelta(0, "late")]])
+    assert [type(e) for e in out] == [BlockStart, StreamError]
+    assert out[1].kind == "guardrail_blocked" and "no" in out[1].message
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_every_dialects_caller_gets_the_services_answer(setup: Setup, stream: bool) -> None:
+    from tests.guardrails.test_guardrails_callers import CALLERS
+
+    url, _, _, _ = setup
+    for dialect, call in CALLERS.items():
+        assert call(url, f"out-{dialect}-1", "REDACT secret-123", stream) == "you said: REDACT [gone]", dialect
