@@ -48,6 +48,9 @@ class Scanner:
         self.charsets = (
             [charsets[t] for t in self.types] if charsets and all(t in charsets for t in self.types) else None
         )
+        if self.charsets is not None:  # a set inside another never starts an earlier run (the min): left out
+            sets = list(dict.fromkeys(frozenset(cs) for cs in self.charsets))
+            self.charsets = ["".join(sorted(x)) for x in sets if not any(x < y for y in sets)]
         self._checks: dict[str, tuple[str, Check]] = {}
         self._alternatives: list[str] = []
         self._triggers: list[tuple[int, tuple[str, ...]]] = []
