@@ -7,6 +7,7 @@ the upstream APIs that records what it receives, a loopback webhook service."""
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,9 +186,13 @@ def test_nothing_raw_in_admin_requests_or_the_inspector(gateway: Gateway) -> Non
     client = openai_client(url)
     client.embeddings.create(model="emb-redact", input=TEXTS, extra_headers={"x-request-id": "req_emb_guarded"})
     client.embeddings.create(model="emb-plain", input=["hi"], extra_headers={"x-request-id": "req_emb_plain"})
+    # the record and the capture are finished just after the answer is sent: wait for the later one
+    deadline = time.monotonic() + 5
+    while state.inspector.get("req_emb_plain") is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     # a guarded request's capture (the caller's raw wire) is never kept; an unguarded one is
-    assert state.inspector.get("req_emb_guarded") is None
     assert state.inspector.get("req_emb_plain") is not None
+    assert state.inspector.get("req_emb_guarded") is None
     r = httpx.get(url + "/admin/requests", headers={"authorization": f"Bearer {ADMIN}"})
     assert r.status_code == 200 and "req_emb_guarded" in r.text
     assert EMAIL not in r.text and CARD not in r.text
