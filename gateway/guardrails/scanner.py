@@ -5,6 +5,11 @@ module, whose partial matching says where a match may still be in progress at th
 chunk: the redactor releases everything before that point at once and holds back only the rest,
 so a value split over any chunk boundaries never reaches the caller and the text around it is
 exact. The reference (``Scanner.redact``) is the same loop over the whole text.
+
+The ``pii`` recognizers are cheaper than that per chunk: every value holds a trigger character (a
+digit, an ``@``), so a chunk without any is released at once up to the trailing run of characters
+a value can start with, no regex engine involved (``StreamRedactor.feed``); only a chunk with one
+runs the recognizers of the types whose triggers it holds, over the held text and the new text.
 """
 
 from __future__ import annotations
@@ -81,8 +86,7 @@ class Scanner:
         self.rare = ""
         self._lead = ""
         self._other_leads: tuple[str, ...] = ()
-        self._needed_rx: Callable[[str], object] | None = None
-        self._needed_from: Callable[[str, int], object] | None = None
+        self._needed_rx: Callable[..., object] | None = None  # (text[, pos]): the first needed character
         self._prefilter: Callable[[str], re.Match[str] | None] | None = None
         self._firsts: list[frozenset[str]] | None = None
         if triggers and all(triggers.get(t) for t in self.types):
@@ -99,7 +103,6 @@ class Scanner:
                 self.rare = "".join(sorted(rare))
                 # a match starts with a character of its type's leads or one of its triggers
                 self._firsts = [frozenset(leads[t]) | frozenset("".join(triggers[t])) for t in self.types]
-                self._needed_from = re.compile(_char_class(needed)).search
                 self._prefilter = re.compile(_char_class(needed | rare)).search
 
     def may_match(self, text: str) -> bool:
@@ -189,7 +192,7 @@ class StreamRedactor:
         self.buffer = ""
         self.context = ""
         self.hits: list[Hit] = []
-        self._prefilter, self._needed = scanner._prefilter, scanner._needed_from
+        self._prefilter, self._needed = scanner._prefilter, scanner._needed_rx
         self._lead, self._others = scanner._lead, scanner._other_leads
 
     def feed(self, text: str) -> str:
