@@ -48,6 +48,10 @@ def phone(text: str) -> bool:
 
 
 def ip(text: str) -> bool:
+    # an address holds a digit ("::" and "fe::ab" are valid IPv6 but no one's address): so every
+    # confirmed type holds its triggers, which the scanner's pre-filter and its subsets rely on
+    if not any(c.isdigit() for c in text):
+        return False
     try:
         ipaddress.ip_address(text)
     except ValueError:

@@ -36,6 +36,8 @@ NOT_PII = [
     "123-45-0000",
     "999.1.1.1",
     "10:30:00",
+    "::",  # valid IPv6, but no digit: no one's address (and every confirmed value holds its triggers)
+    "fe::ab",
 ]
 
 
@@ -162,3 +164,12 @@ def test_the_answer_pass_delivers_the_reference_redaction(pieces: list[tuple[str
     out = "".join(e.text for e in delivered if type(e) is TextDelta)
     assert out == SCANNER.redact(text)[0]
     assert type(delivered[-1]) is End and type(delivered[-2]) is BlockStop
+
+
+def test_a_digitless_lookalike_is_the_same_whatever_the_chunks() -> None:
+    """``::`` (valid IPv6, no digit) next to a phone number: the same answer whole and cut."""
+    text = "x;::;x +1 415 555 2671 "
+    reference = SCANNER.redact(text)[0]
+    assert reference == "x;::;x [REDACTED:phone_number] "
+    for cut in range(1, len(text)):
+        assert _stream(text, [cut]) == reference, cut
