@@ -299,7 +299,7 @@ class GuardrailSettings(BaseModel):
     patterns: list[str | RegexPattern] = Field(
         default_factory=list
     )  # regex: a bare string is named after the guardrail
-    url: str | None = None  # webhook: the operator's service (POST, docs/guardrails.md); requests only
+    url: str | None = None  # webhook: the operator's service (POST, docs/guardrails.md); requests and answers
     timeout_ms: int = Field(default=500, ge=1)  # webhook: no answer within this counts as down
     fail: Literal["closed", "open"] = "closed"  # webhook down: closed refuses the request, open lets it pass
     model: str = "en_core_web_lg"  # presidio: the spaCy model ("blank:en": pattern recognizers only)

@@ -2,5 +2,6 @@
 
 They run on the request IR after parsing and on the answer's events (``events.py``), never on a
 dialect's JSON, so one mechanism serves every dialect. ``pii`` (built-in recognizers with checks),
-``regex`` (the operator's patterns) and ``webhook`` (the operator's service, requests only).
+``regex`` (the operator's patterns), ``presidio`` (the extra) and ``webhook`` (the operator's
+service). Embeddings inputs go through the same request pass (``RequestGuard.check_inputs``).
 """

@@ -3,8 +3,10 @@
 ``Guardrails.for_request`` gives a request the union of its route's and its key's guardrails (the
 route's first, each once, in config order within each); ``RequestGuard.check_request`` redacts,
 blocks or records on the request IR before anything goes upstream; ``RequestGuard.filter`` is the
-answer's pass: text, thinking and tool-call argument deltas go through one ``StreamRedactor`` per
-block and guardrail, held text is released before the block ends.
+answer's pass: text, thinking and tool-call argument deltas go through one ``StreamRedactor`` (or,
+for presidio, ``WholeBlock``) per block and guardrail, held text is released before the block
+ends; ``filter_async`` adds the webhooks, which judge each block whole when it ends.
+``check_inputs`` is the request pass over an embeddings request's texts.
 """
 
 from __future__ import annotations
@@ -14,13 +16,11 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.events import BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
-from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS, Check, always
+from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
 from gateway.guardrails.webhook import Webhook
-from gateway.ir import ChatRequest, TextPart, ToolCallPart, ToolResultPart
+from gateway.ir import ChatRequest, Message, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
-
-_DELTAS = (TextDelta, ThinkingDelta, ToolArgsDelta)
 
 
 class GuardrailConfigError(ValueError):
@@ -35,7 +35,13 @@ class Guardrail:
     response: bool
     scanner: Scanner | None  # None: a webhook
     webhook: Webhook | None = None
-    presidio: Any = None  # a PresidioRedactor (the extra), requests only
+    presidio: Any = None  # a PresidioRedactor (the extra)
+
+    def open_stream(self) -> StreamRedactor | WholeBlock:
+        """A redactor for one block of the answer (a scanning kind or ``presidio``)."""
+        if self.scanner is not None:
+            return StreamRedactor(self.scanner, self.action == "redact", self)
+        return WholeBlock(self)
 
 
 def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
@@ -43,7 +49,7 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
         if not spec.url:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: kind webhook needs url")
         hook = Webhook(spec.url, spec.timeout_ms / 1000, spec.fail == "open")
-        return Guardrail(spec.name, spec.action, "request" in spec.on, False, None, hook)
+        return Guardrail(spec.name, spec.action, "request" in spec.on, "response" in spec.on, None, hook)
     if spec.kind == "presidio":
         from gateway.guardrails.presidio import PresidioRedactor, PresidioUnavailable
 
@@ -51,7 +57,7 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
             redactor = PresidioRedactor(spec.name, spec.model, spec.entities)
         except PresidioUnavailable as exc:
             raise GuardrailConfigError(str(exc)) from None
-        return Guardrail(spec.name, spec.action, "request" in spec.on, False, None, None, redactor)
+        return Guardrail(spec.name, spec.action, "request" in spec.on, "response" in spec.on, None, None, redactor)
     if spec.kind == "pii":
         types = spec.types or list(RECOGNIZERS)
         unknown = [t for t in types if t not in RECOGNIZERS]
@@ -60,7 +66,7 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
                 f"guardrail {spec.name!r}: unknown pii types {unknown}; known: {', '.join(RECOGNIZERS)}"
             )
         chosen = [(t, *RECOGNIZERS[t]) for t in RECOGNIZERS if t in types]  # the built-in priority order
-        scanner = Scanner(chosen, TRIGGERS, CHARSETS)
+        scanner = Scanner(chosen, TRIGGERS, CHARSETS, LEADS)
     else:
         if not spec.patterns:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: kind regex needs patterns")
@@ -73,6 +79,9 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
         except Exception as exc:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: a pattern does not compile: {exc}") from None
     return Guardrail(spec.name, spec.action, "request" in spec.on, "response" in spec.on, scanner)
+
+
+_Plan = tuple[tuple[Guardrail, ...], tuple[Guardrail, ...], tuple[Guardrail, ...]]  # all, answer, hooks
 
 
 class Guardrails:
@@ -93,19 +102,28 @@ class Guardrails:
                         raise GuardrailConfigError(
                             f"{where} {owner!r} names guardrail {name!r}, which no [[guardrails]] entry defines"
                         )
-        self._cache: dict[tuple[str, str | None], tuple[Guardrail, ...]] = {}
+        self._cache: dict[tuple[str, str | None], _Plan] = {}
 
     def for_request(self, route: str, key: str | None) -> RequestGuard | None:
         if not self.routes and not self.keys:
             return None
         cache_key = (route, key)
-        chosen = self._cache.get(cache_key)
-        if chosen is None:
+        plan = self._cache.get(cache_key)
+        if plan is None:
             names = dict.fromkeys((*self.routes.get(route, ()), *self.keys.get(key or "", ())))
             chosen = tuple(self.by_name[n] for n in names)
+            answer = tuple(g for g in chosen if g.response and g.webhook is None)
+            hooks = tuple(g for g in chosen if g.response and g.webhook is not None)
+            plan = (chosen, answer, hooks)
             if len(self._cache) < 4096:
-                self._cache[cache_key] = chosen
-        return RequestGuard(chosen) if chosen else None
+                self._cache[cache_key] = plan
+        return RequestGuard(plan[0], plan[1], plan[2]) if plan[0] else None
+
+    async def aclose(self) -> None:
+        """Shutdown: the webhooks' HTTP clients."""
+        for g in self.by_name.values():
+            if g.webhook is not None:
+                await g.webhook.aclose()
 
 
 def _note(acted: list[dict[str, Any]], g: Guardrail, where: str, hits: list[Hit]) -> None:
@@ -127,13 +145,16 @@ class RequestGuard:
     """The guardrails of one request, and what they did (``acted``: the access log's ``guardrails``)."""
 
     guardrails: tuple[Guardrail, ...]
+    answer: tuple[Guardrail, ...] = ()  # on the answer, in ``filter``: the scanning kinds and presidio
+    hooks: tuple[Guardrail, ...] = ()  # on the answer, in ``filter_async``: the webhooks
     acted: list[dict[str, Any]] = field(default_factory=list)
-    _streams: dict[tuple[int, int], StreamRedactor] = field(default_factory=dict)
-    _last: dict[int, Event] = field(default_factory=dict)  # a block's last delta: the kind its held text goes out as
+    _blocks: dict[int, list[StreamRedactor | WholeBlock]] = field(default_factory=dict)  # per block, per guardrail
+    _kinds: dict[int, type] = field(default_factory=dict)  # a block's delta type: what its held text goes out as
+    _held: dict[str, dict[int, list[str]]] = field(default_factory=dict)  # a webhook's texts, per block
     _stopped: bool = False
 
     async def check_request_async(self, req: ChatRequest) -> None:
-        """``check_request``, then each webhook guardrail's verdict on the texts (requests only)."""
+        """``check_request``, then each webhook guardrail's verdict on the request's texts."""
         self.check_request(req)
         for g in self.guardrails:
             if g.webhook is None or not g.request:
@@ -145,7 +166,7 @@ class RequestGuard:
                 return text
 
             _walk(req, collect)
-            verdict = await g.webhook.check(g.name, texts)
+            verdict = await g.webhook.check(g.name, texts, "request")
             if verdict.action == "allow":
                 continue
             _note(self.acted, g, "request", [Hit(0, 0, "webhook")])
@@ -159,6 +180,30 @@ class RequestGuard:
             if verdict.action == "redact" and verdict.texts is not None and g.action == "redact":
                 replaced = iter(verdict.texts)
                 _walk(req, lambda _text, replaced=replaced: next(replaced))
+
+    async def check_inputs(self, texts: list[str]) -> list[str]:
+        """An embeddings request's texts (gateway/relay/embeddings.py), as the model would see them:
+        the same pass as a chat request's turns (redact, block with the 400, log; the webhooks get
+        them as their ``texts``), over the texts as one user turn."""
+        if not any(g.request for g in self.guardrails):
+            return texts
+        box = ChatRequest(model="", messages=[Message("user", [TextPart(t) for t in texts])])
+        await self.check_request_async(box)
+        return [p.text for p in box.messages[0].content]  # type: ignore[union-attr]
+
+    def refuse_tokens(self) -> GatewayError | None:
+        """Token-id inputs cannot be read by a guardrail: a ``redact`` or ``block`` guardrail on the
+        request refuses them (fail closed: unread ids could carry what it must stop); ``log`` lets
+        them pass."""
+        for g in self.guardrails:
+            if g.request and g.action != "log":
+                return GatewayError(
+                    "guardrail_blocked",
+                    f"guardrail {g.name!r} cannot read token-id inputs: send the inputs as strings",
+                    400,
+                    param=g.name,
+                )
+        return None
 
     @property
     def on_response(self) -> bool:
@@ -195,60 +240,83 @@ class RequestGuard:
             if hits:
                 _note(self.acted, g, "request", hits)
 
-    # -- the answer ----------------------------------------------------------------------------
+    # -- the answer ---------------------------------------------------------------------------
 
     def filter(self, batch: list[Event]) -> list[Event]:
-        """The batch as the caller may see it. A block ends it with an error, nothing of the match sent."""
+        """The batch as the caller may see it (the scanning kinds and ``presidio``; ``filter_async``
+        adds the webhooks). A block ends it with an error, nothing of the match sent.
+
+        The per-delta path is the hot one: one list of redactors per block, fed in order; a delta's
+        event is reused with its text replaced (no new object, no per-chunk dict key)."""
         if self._stopped:
             return []
+        answer = self.answer
+        if not answer:
+            return batch
         out: list[Event] = []
+        append = out.append
+        blocks = self._blocks
         for event in batch:
             kind = type(event)
-            if kind in _DELTAS:
-                text = event.fragment if kind is ToolArgsDelta else event.text  # type: ignore[union-attr]
-                self._last[event.index] = event  # type: ignore[union-attr]
-                for i, g in enumerate(self.guardrails):
-                    if not g.response or g.scanner is None:
-                        continue
-                    red = self._streams.get((event.index, i))  # type: ignore[union-attr]
-                    if red is None:
-                        red = self._streams[(event.index, i)] = StreamRedactor(g.scanner, g.action == "redact")  # type: ignore[union-attr]
-                    text = red.feed(text)
-                    if self._check(red, g, out):
-                        return out
-                if text:
-                    out.append(_with_text(event, text))
-            elif kind is BlockStop or kind is End or kind is StreamError:
-                indexes = [event.index] if kind is BlockStop else sorted({k[0] for k in self._streams})  # type: ignore[union-attr]
-                for index in indexes:
-                    if self._release(index, out):
-                        return out
-                out.append(event)
+            if kind is TextDelta or kind is ThinkingDelta:
+                text = event.text  # type: ignore[union-attr]
+            elif kind is ToolArgsDelta:
+                text = event.fragment  # type: ignore[union-attr]
             else:
-                out.append(event)
+                if (kind is BlockStop or kind is End or kind is StreamError) and blocks:
+                    if self._release(event.index if kind is BlockStop else None, out):  # type: ignore[union-attr]
+                        return out
+                append(event)
+                continue
+            index = event.index  # type: ignore[union-attr]
+            reds = blocks.get(index)
+            if reds is None:
+                reds = blocks[index] = [g.open_stream() for g in answer]
+                self._kinds[index] = kind
+            for red in reds:
+                text = red.feed(text)
+                if red.hits and self._check(red, out):
+                    return out
+            if text:
+                if kind is ToolArgsDelta:
+                    event.fragment = text  # type: ignore[union-attr]
+                else:
+                    event.text = text  # type: ignore[union-attr]
+                append(event)
         return out
 
-    def _release(self, index: int, out: list[Event]) -> bool:
-        """A block's held text through the remaining guardrails, as one delta of its kind."""
-        keys = sorted(k for k in self._streams if k[0] == index)
-        if not keys:
-            return False
-        template = self._last.pop(index, None)
-        text = ""
-        for i, g in enumerate(self.guardrails):
-            red = self._streams.pop((index, i), None)
-            if red is None:
+    @property
+    def synchronous(self) -> bool:
+        """No webhook looks at the answer: ``filter`` is the whole answer pass."""
+        return not self.hooks
+
+    async def filter_async(self, batch: list[Event]) -> list[Event]:
+        """``filter``, then each answer webhook's verdict on the blocks that end in the batch."""
+        batch = self.filter(batch)
+        for g in self.hooks:
+            if self._stopped:
+                break
+            batch = await self._hook_pass(g, batch)
+        return batch
+
+    def _release(self, index: int | None, out: list[Event]) -> bool:
+        """A block's held text (every block's: ``index`` None, at the end) through the remaining
+        guardrails, as one delta of its kind."""
+        for i in [index] if index is not None else sorted(self._blocks):
+            reds = self._blocks.pop(i, None)
+            if reds is None:
                 continue
-            text = red.feed(text) + red.flush() if text else red.flush()
-            if self._check(red, g, out):
-                return True
-        if text and template is not None:
-            out.append(_with_text(template, text))
+            text = ""
+            for red in reds:
+                text = red.feed(text) + red.flush() if text else red.flush()
+                if red.hits and self._check(red, out):
+                    return True
+            if text:
+                out.append(self._kinds[i](i, text))
         return False
 
-    def _check(self, red: StreamRedactor, g: Guardrail, out: list[Event]) -> bool:
-        if not red.hits:
-            return False
+    def _check(self, red: StreamRedactor | WholeBlock, out: list[Event]) -> bool:
+        g = red.guardrail
         _note(self.acted, g, "response", red.hits)
         red.hits.clear()
         if g.action != "block":
@@ -257,6 +325,92 @@ class RequestGuard:
         out.append(StreamError(err.kind, err.message, 400))
         self._stopped = True
         return True
+
+    async def _hook_pass(self, g: Guardrail, batch: list[Event]) -> list[Event]:
+        """One webhook over the answer. ``redact``/``block``: a block's text is held until it ends,
+        then judged (one call for every block ending in the batch: a whole answer is one call) and
+        released as the verdict says; ``log``: the text passes at once and is judged at its end."""
+        assert g.webhook is not None
+        held = self._held.setdefault(g.name, {})
+        holds = g.action != "log"
+        ending: list[int] = []
+        out: list[Event] = []
+        for event in batch:
+            kind = type(event)
+            if kind is TextDelta or kind is ThinkingDelta or kind is ToolArgsDelta:
+                index = event.index  # type: ignore[union-attr]
+                parts = held.get(index)
+                if parts is None:
+                    parts = held[index] = []
+                    self._kinds[index] = kind
+                parts.append(event.fragment if kind is ToolArgsDelta else event.text)  # type: ignore[union-attr]
+                if holds:
+                    continue
+            elif kind is BlockStop and event.index in held:  # type: ignore[union-attr]
+                ending.append(event.index)  # type: ignore[union-attr]
+            elif kind is End or kind is StreamError:
+                ending += [i for i in held if i not in ending]
+            out.append(event)
+        if not ending:
+            return out
+        texts = ["".join(held.pop(i)) for i in ending]
+        verdict = await g.webhook.check(g.name, texts, "response")
+        replaced = texts
+        if verdict.action != "allow":
+            _note(self.acted, g, "response", [Hit(0, 0, "webhook")])
+            if g.action == "log":
+                pass  # recorded; the text went out as it came
+            elif verdict.action == "block" or g.action == "block" or verdict.texts is None:
+                err = blocked(g, "answer")
+                if verdict.reason:
+                    err.message = f"{err.message}: {verdict.reason}"
+                self._stopped = True
+                first = next(k for k, e in enumerate(out) if _ends(e, ending))
+                return [*out[:first], StreamError(err.kind, err.message, 400)]
+            else:
+                replaced = verdict.texts
+        if not holds:
+            return out
+        release = dict(zip(ending, replaced, strict=True))
+        final: list[Event] = []
+        for event in out:
+            if _ends(event, ending):
+                for i in [event.index] if type(event) is BlockStop else list(release):
+                    text = release.pop(i, "")
+                    if text:
+                        final.append(self._kinds[i](i, text))
+            final.append(event)
+        return final
+
+
+def _ends(event: Event, ending: list[int]) -> bool:
+    kind = type(event)
+    return (kind is BlockStop and event.index in ending) or kind is End or kind is StreamError  # type: ignore[union-attr]
+
+
+class WholeBlock:
+    """A block's text for a checker that can only judge a whole text (``presidio``): ``redact`` and
+    ``block`` hold the block until it ends (the caller sees its text then, judged); ``log`` lets it
+    pass at once and judges it at the end. The same ``feed``/``flush``/``hits`` as a StreamRedactor."""
+
+    __slots__ = ("guardrail", "parts", "hits")
+
+    def __init__(self, guardrail: Guardrail) -> None:
+        self.guardrail = guardrail
+        self.parts: list[str] = []
+        self.hits: list[Hit] = []
+
+    def feed(self, text: str) -> str:
+        self.parts.append(text)
+        return "" if self.guardrail.action != "log" else text
+
+    def flush(self) -> str:
+        whole = "".join(self.parts)
+        self.parts.clear()
+        redacted, hits = self.guardrail.presidio.redact(whole)
+        self.hits.extend(hits)
+        action = self.guardrail.action
+        return "" if action == "log" else redacted if action == "redact" else whole
 
 
 class _Blocked(Exception):

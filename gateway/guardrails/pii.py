@@ -48,6 +48,10 @@ def phone(text: str) -> bool:
 
 
 def ip(text: str) -> bool:
+    # an address holds a digit ("::" and "fe::ab" are valid IPv6 but no one's address): so every
+    # confirmed type holds its triggers, which the scanner's pre-filter and its subsets rely on
+    if not any(c.isdigit() for c in text):
+        return False
     try:
         ipaddress.ip_address(text)
     except ValueError:
@@ -81,6 +85,18 @@ CHARSETS: dict[str, str] = {
     "us_ssn": _DIGITS + "-",
     "ip_address": _DIGITS + "abcdefABCDEF.:",
     "phone_number": _DIGITS + "+() .-/",
+}
+
+# type -> every character a match can hold before its first trigger (a digit; an email's "@"): in a
+# stream's text without triggers, a value in progress is a trailing run of these (the scanner holds
+# back only that run; card numbers and SSNs start with a digit)
+LEADS: dict[str, str] = {
+    "email": _LETTERS + _DIGITS + "._%+-",
+    "iban": _LETTERS[:26],
+    "credit_card": "",
+    "us_ssn": "",
+    "ip_address": "ABCDEFabcdef:",
+    "phone_number": "+(",
 }
 
 # type -> (pattern, check); order is priority at one position (a card before a phone number)

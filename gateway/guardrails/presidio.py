@@ -4,7 +4,8 @@
 Its named-entity recognizers need a spaCy model, named in config (``model = "en_core_web_lg"``);
 startup fails naming what to install when the package or the model is missing. ``model =
 "blank:en"`` runs Presidio's pattern recognizers (email, card, IBAN, phone …) over a blank spaCy
-pipeline, without a model download. Requests only: a stream cannot be scanned by it piecewise.
+pipeline, without a model download. On answers it judges each block whole (it cannot scan a
+stream piecewise): ``engine.WholeBlock``.
 """
 
 from __future__ import annotations

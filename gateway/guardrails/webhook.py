@@ -1,7 +1,8 @@
 """The ``webhook`` guardrail's client: the request's texts POSTed to the operator's service.
 
 The request body: ``{"guardrail": name, "where": "request", "texts": [...]}`` (every text the
-model would see, in order). The answer: ``{"action": "allow"}``, ``{"action": "block", "reason":
+model would see, in order), or ``"where": "response"`` with the text of each answer block that
+ended (gateway/guardrails/engine.py ``_hook_pass``). The answer: ``{"action": "allow"}``, ``{"action": "block", "reason":
 "..."}`` or ``{"action": "redact", "texts": [...]}`` (as many texts, in the same order). No valid
 answer within ``timeout_ms`` (down, slow, a non-2xx, nonsense): ``fail = "closed"`` blocks the
 request, ``"open"`` lets it pass.
@@ -31,10 +32,10 @@ class Webhook:
         self.url, self.timeout, self.fail_open = url, timeout, fail_open
         self._client: httpx.AsyncClient | None = None
 
-    async def check(self, name: str, texts: list[str]) -> Verdict:
+    async def check(self, name: str, texts: list[str], where: str) -> Verdict:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout, trust_env=False)
-        body = orjson.dumps({"guardrail": name, "where": "request", "texts": texts})
+        body = orjson.dumps({"guardrail": name, "where": where, "texts": texts})
         try:
             response = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
             response.raise_for_status()
@@ -50,6 +51,12 @@ class Webhook:
                 return Verdict("allow")
             return Verdict("block", "the guardrail's service did not answer", failed=True)
         return verdict
+
+    async def aclose(self) -> None:
+        """The client's connections, at shutdown (a later ``check`` would open a new one)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
 
 def _verdict(obj: object, count: int) -> Verdict:

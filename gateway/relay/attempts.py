@@ -76,7 +76,7 @@ class Opened:
     )
     # What the caller may see of each batch (the answer guardrails, gateway/guardrails/): applied by
     # ``batches`` so whole replies and detached generations get it as one mechanism.
-    filter: Callable[[list[Event]], list[Event]] | None = None
+    filter: Callable[[list[Event]], Awaitable[list[Event]]] | None = None
 
     async def close(self, usage: Usage | None = None) -> None:
         """Close the upstream answer and tell routing the target is done with it, and the tokens
@@ -314,7 +314,7 @@ async def batches(opened: Opened) -> AsyncIterator[list[Event]]:
     batch = opened.first
     while True:
         if opened.filter is not None:
-            batch = opened.filter(batch)
+            batch = await opened.filter(batch)
         yield batch
         if batch and isinstance(batch[-1], (End, StreamError)):
             return

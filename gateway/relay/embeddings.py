@@ -47,6 +47,7 @@ from gateway.telemetry.observe import AccessRecord, request_id_for
 from gateway.token_estimate import estimate_text_tokens
 
 if TYPE_CHECKING:
+    from gateway.guardrails.engine import RequestGuard
     from gateway.relay.state import GatewayState
     from gateway.telemetry.inspector import Capture
     from gateway.telemetry.traces import RequestTrace
@@ -132,6 +133,7 @@ class EmbedRelay:
         capture = state.inspector.begin(request_id, dialect, scope["path"]) if state.inspector.on else None
         if capture is not None:  # the console's inspector: the caller's side, and a one-part request's upstream call
             send = capture.wrap_send(send)
+        unguarded = state.guardrails is None  # (known once the route is: then kept unless guarded)
         try:
             try:
                 spec = await state.auth.authenticate(scope, meta.query)
@@ -147,6 +149,12 @@ class EmbedRelay:
                 record.route = resolved.route
                 if req.task_type is None:
                     req.task_type = resolved.task_type  # the route's default (an OpenAI caller sends none)
+                if state.guardrails is not None:  # before the estimate, the span and the upstream see the inputs
+                    guard = state.guardrails.for_request(resolved.route, record.key)
+                    unguarded = guard is None
+                    if guard is not None:
+                        record.guardrails = guard.acted
+                        await guard_inputs(guard, req)
                 if trace is not None:
                     attrs = trace.span.attributes
                     attrs["gateway.request.model"], attrs["gateway.route"] = req.model, resolved.route
@@ -195,7 +203,9 @@ class EmbedRelay:
                 state.console.note(record)
             if trace is not None:
                 trace.finish(record)
-            if capture is not None:
+            # a guarded request's wire (raw values) is never kept, nor one refused before its
+            # guardrails were known, as for chat (gateway/relay/pipeline.py)
+            if capture is not None and unguarded:
                 state.inspector.end(capture, record)
 
     @staticmethod
@@ -211,6 +221,23 @@ class EmbedRelay:
         ):
             headers = [*headers, (b"retry-after", str(max(1, math.ceil(err.retry_after))).encode())]
         await _send_bytes(send, status, orjson.dumps(body), headers)
+
+
+async def guard_inputs(guard: RequestGuard, req: EmbedRequest) -> None:
+    """The request's guardrails over its texts (inputs, then Gemini's titles): redacted in place, or
+    the 400 ``guardrail_blocked`` before anything is sent upstream."""
+    if req.tokens:
+        refused = guard.refuse_tokens()
+        if refused is not None:
+            raise refused
+        return
+    inputs: list[str] = req.inputs  # type: ignore[assignment]
+    titles = [t for t in req.titles or () if t is not None]
+    checked = await guard.check_inputs([*inputs, *titles])
+    req.inputs = checked[: len(inputs)]
+    if titles:
+        rest = iter(checked[len(inputs) :])
+        req.titles = [None if t is None else next(rest) for t in req.titles or ()]
 
 
 async def _send_bytes(send: Send, status: int, payload: bytes, headers: Headers) -> None:

@@ -253,7 +253,7 @@ class Relay:
         if trace is not None:
             trace.detached = True  # the attempt span ends with this request; the task's usage is not on it
         if ex.guard is not None and ex.guard.on_response:
-            opened.filter = ex.guard.filter  # the stored events and every follower see the guarded answer
+            opened.filter = ex.guard.filter_async  # the stored events and every follower see the guarded answer
         sid = await stateful.start_detached(dialect, codec, req, opened, turn, shared)
         await self.state.routing.chain(req, resolved, opened.target, sid)
         if req.stream:
@@ -388,8 +388,8 @@ class Relay:
             loop = asyncio.get_running_loop()
             encode = encoder.encode
             while True:
-                if guard is not None:
-                    batch = guard.filter(batch)
+                if guard is not None:  # (a webhook on the answer: awaited)
+                    batch = guard.filter(batch) if guard.synchronous else await guard.filter_async(batch)
                 if passthrough is None or frames is None:
                     out = b"".join([encode(e) for e in batch])
                 else:
@@ -455,7 +455,7 @@ class Relay:
         builder = persist.builder if persist is not None else ReplyBuilder()
         kept = ex.cache.events if ex.cache is not None and ex.cache.store else None  # for the response cache
         if ex.guard is not None and ex.guard.on_response:
-            opened.filter = ex.guard.filter  # redacted before the reply, and before the cache keeps it
+            opened.filter = ex.guard.filter_async  # redacted before the reply, and before the cache keeps it
         async for batch in batches(opened):
             if kept is not None:
                 kept.extend(batch)

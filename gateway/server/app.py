@@ -264,6 +264,8 @@ def create_app(settings: Settings) -> Starlette:
             await stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()
+            if state.guardrails is not None:
+                await state.guardrails.aclose()  # the webhooks' HTTP clients
             await state.ledger.flush()
             await store.close()
             if state.telemetry is not None:

@@ -38,6 +38,9 @@ class ChatUpstream:
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
 
+    def answer(self, body: dict[str, Any]) -> str:
+        return ANSWER
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
@@ -51,13 +54,14 @@ class ChatUpstream:
         self.bodies.append(body)
         model = body["model"]
         size = int(model.rsplit("-", 1)[1]) if model.rsplit("-", 1)[-1].isdigit() else 1000
+        answer = self.answer(body)
         if not body.get("stream"):
             whole = {
                 "id": "chatcmpl-1",
                 "object": "chat.completion",
                 "created": 1,
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
             }
             await send(
@@ -81,7 +85,7 @@ class ChatUpstream:
             return b"data: " + orjson.dumps(obj) + b"\n\n"
 
         frames = [chunk({"role": "assistant", "content": ""})]
-        frames += [chunk({"content": ANSWER[i : i + size]}) for i in range(0, len(ANSWER), size)]
+        frames += [chunk({"content": answer[i : i + size]}) for i in range(0, len(answer), size)]
         frames += [chunk({}, "stop"), chunk({}, usage=True), b"data: [DONE]\n\n"]
         for frame in frames:
             await send({"type": "http.response.body", "body": frame, "more_body": True})

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.guardrails.engine import compile_guardrail
-from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS
+from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS
 from gateway.guardrails.scanner import Scanner, StreamRedactor
 from gateway.settings import GuardrailSettings
 
-SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS)
+SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS, LEADS)  # as the engine
+RUNS = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS)  # no lead-run fast path
 PARTIAL = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()])  # the regex engine's partial matches
 
 VALUES = {
@@ -32,6 +36,8 @@ NOT_PII = [
     "123-45-0000",
     "999.1.1.1",
     "10:30:00",
+    "::",  # valid IPv6, but no digit: no one's address (and every confirmed value holds its triggers)
+    "fe::ab",
 ]
 
 
@@ -111,5 +117,59 @@ def test_any_chunking_delivers_the_reference_redaction(
     reference, _ = SCANNER.redact(text)
     assert _stream(text, cuts) == reference
     assert _stream(text, cuts, PARTIAL) == reference
+    assert _stream(text, cuts, RUNS) == reference
     for _, value in pieces:
         assert value not in reference or value in tail
+
+
+def test_prose_is_released_at_once_but_its_last_word() -> None:
+    """The pre-filter's path (no digit, no "@"): only a run that may still become a value is held."""
+    red = StreamRedactor(SCANNER, True)
+    assert red.feed("The build failed, see the log at ") == "The build failed, see the log at "
+    assert red.feed("once. Then ask jane") == "once. Then ask "
+    assert red.feed(".roe") == ""  # still a possible local part
+    assert red.feed(" later (or not): ") == "jane.roe later (or not): "
+    assert red.flush() == ""
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(FILLER, st.sampled_from(ALL_VALUES)), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_the_answer_pass_delivers_the_reference_redaction(pieces: list[tuple[str, str]], data: st.DataObject) -> None:
+    """``RequestGuard.filter`` over text deltas in random batches: the caller's text is the reference."""
+    from gateway.events import BlockStart, BlockStop, End, TextDelta
+    from gateway.guardrails.engine import Guardrails
+    from gateway.settings import Settings
+
+    text = "".join(f"{filler} {value} " for filler, value in pieces)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=25))))
+    bounds = [0, *cuts, len(text)]
+    events: list[Any] = [BlockStart(0, "text")]
+    events += [TextDelta(0, text[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
+    events += [BlockStop(0), End("stop")]
+    guard = Guardrails(
+        Settings(
+            providers=[{"name": "p", "dialect": "openai-chat", "base_url": "http://127.0.0.1:9"}],  # type: ignore[list-item]
+            guardrails=[{"name": "pii", "kind": "pii"}],  # type: ignore[list-item]
+            routes=[{"model": "*", "provider": "p", "guardrails": ["pii"]}],  # type: ignore[list-item]
+        )
+    ).for_request("*", None)
+    assert guard is not None
+    size = data.draw(st.integers(1, 4))
+    delivered = []
+    for i in range(0, len(events), size):
+        delivered += guard.filter(events[i : i + size])
+    out = "".join(e.text for e in delivered if type(e) is TextDelta)
+    assert out == SCANNER.redact(text)[0]
+    assert type(delivered[-1]) is End and type(delivered[-2]) is BlockStop
+
+
+def test_a_digitless_lookalike_is_the_same_whatever_the_chunks() -> None:
+    """``::`` (valid IPv6, no digit) next to a phone number: the same answer whole and cut."""
+    text = "x;::;x +1 415 555 2671 "
+    reference = SCANNER.redact(text)[0]
+    assert reference == "x;::;x [REDACTED:phone_number] "
+    for cut in range(1, len(text)):
+        assert _stream(text, [cut]) == reference, cut
