@@ -57,7 +57,10 @@ UNCOMMENTED = {
     "routes.strategy": "how a request picks among targets",
     "routes.affinity": '"session": a conversation stays on the target that answered it',
     "routes.targets.provider": "the provider serving this target",
-    "store.url": "sqlite:///path, redis://host:port/db, redis+sentinel://h1:26379,…/<master>/<db> or redis+cluster://h1:7000,…: stored interactions, keys' spend, counters (docs/kubernetes.md)",
+    "store.url": (
+        "sqlite:///path, redis://host:port/db, redis+sentinel://h1:26379,…/<master>/<db> or "
+        "redis+cluster://h1:7000,…: stored interactions, keys' spend, counters (docs/kubernetes.md)"
+    ),
     "store.ttl_hours": "stored interactions and responses are kept this long",
     "admin.key": "the admin key inline (prefer key_env)",
     "keys.name": "the key's name (1-64 letters, digits, '.', '_', '-')",

@@ -69,7 +69,7 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
                     compress_settings={"level": 1, "memLevel": 5},
                 )
             ]
-        self.conn.max_message_size = settings.max_message_bytes if settings.max_message_bytes > 0 else None
+        self.conn.max_size = settings.max_message_bytes if settings.max_message_bytes > 0 else None
         self.ping_interval = settings.ping_interval if settings.ping_interval > 0 else None
         self.ping_timeout = settings.ping_timeout if settings.ping_timeout > 0 else None
         self._told_shutdown = False
