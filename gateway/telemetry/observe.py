@@ -84,6 +84,8 @@ class AccessRecord:
     usage_estimated: bool = False  # input_tokens is the gateway's estimate: the upstream reported none
     cache: str | None = None  # the response cache: hit | miss | bypass (None: [cache] off)
     cost_saved_usd: float | None = None  # a cache hit: what the answer cost when it was first paid for
+    server: str | None = None  # an MCP tools/call ("kind": "mcp", gateway/mcp/): the [[mcp_servers]] name
+    tool: str | None = None  # and the tool as listed to the caller ("<server>_<tool>")
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:
