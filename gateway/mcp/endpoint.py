@@ -27,6 +27,7 @@ import orjson
 from gateway.asgi import Receive, Scope, Send, header
 from gateway.errors import GatewayError
 from gateway.mcp.access import CallRecord, McpMetrics
+from gateway.mcp.cancel import CANCEL_KEY, InFlight, Watch, watched
 from gateway.mcp.catalog import BadCursor, Catalog, allowed
 from gateway.mcp.upstream import ServerDown, Upstream
 
@@ -65,6 +66,7 @@ class McpGateway:
         state.ledger.call_prices = {
             s.name: s.price_per_call for s in state.settings.mcp_servers if s.price_per_call is not None
         }
+        self.inflight = InFlight()  # running calls, for notifications/cancelled and hang-ups
         self.server = self._server()
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -117,15 +119,26 @@ class McpGateway:
         if body is None:
             await _plain(send, 413, f"the message is larger than {MAX_BODY_BYTES} bytes", {}, code=INVALID_REQUEST)
             return
-        refusal = check_message(body)
+        message, refusal = check_message(body)
         if refusal is not None:
             await _plain(send, 400, refusal[1], {}, code=refusal[0])
             return
+        if message.get("method") == "notifications/cancelled" and "id" not in message:
+            params = message.get("params") or {}
+            self.inflight.cancel(spec.name if spec is not None else "", params.get("requestId"))
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
         scope[SPEC_KEY] = spec
+        watch = scope[CANCEL_KEY] = Watch()
         accept = header(scope, b"accept") or ""
         json_only = "text/event-stream" not in accept and "application/json" in accept
         manager = self.managers[json_only]
-        await manager.handle_request(scope, _replay(body, receive), send)  # type: ignore[arg-type]  # ASGI dict
+        relayed, watcher = watched(body, receive, watch)
+        try:
+            await manager.handle_request(scope, relayed, send)  # type: ignore[arg-type]  # the ASGI dict
+        finally:
+            watcher.cancel()
 
     # -- the MCP server ---------------------------------------------------------------------------
 
@@ -158,7 +171,9 @@ class McpGateway:
                 raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}")
             upstream, tool = found
             call.server(upstream, tool)
-            result = await self._forward(ctx, call, spec, upstream, tool, params, MCPError)
+            result = _error_result("the call was cancelled")
+            with self.inflight.running(spec.name if spec is not None else "", ctx.request_id, scope.get(CANCEL_KEY)):
+                result = await self._forward(ctx, call, spec, upstream, tool, params, MCPError)
             return types.CallToolResult.model_validate(result)
 
         return Server("llm-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -203,8 +218,8 @@ class McpGateway:
         return result
 
 
-def check_message(body: bytes) -> tuple[int, str] | None:
-    """The JSON-RPC error (code, message) for a body that is not one JSON-RPC message, else None.
+def check_message(body: bytes) -> tuple[dict[str, Any], tuple[int, str] | None]:
+    """The message, and the JSON-RPC error (code, message) for a body that is not one JSON-RPC message.
 
     The SDK would answer a message without ``method`` or a batch with -32602 and a pydantic dump;
     the specification names -32700 (not JSON) and -32600 (not a valid request object). Batches:
@@ -213,7 +228,12 @@ def check_message(body: bytes) -> tuple[int, str] | None:
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return PARSE_ERROR, "Parse error: the body is not JSON"
+        return {}, (PARSE_ERROR, "Parse error: the body is not JSON")
+    refusal = _refusal(message)
+    return (message if refusal is None else {}), refusal
+
+
+def _refusal(message: Any) -> tuple[int, str] | None:
     if isinstance(message, list):
         return INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not served; send one message per request"
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -252,20 +272,6 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands the SDK the already-read body, then the connection's own events."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 def _spec(ctx: Any) -> KeySpec | None:

@@ -1,7 +1,8 @@
 """The MCP gateway in front of loopback MCP servers: a streamable-HTTP one requiring a header
 (tests/mcp/doubles.py), a stdio one the gateway starts (tests/mcp/stdio_server.py), and one that
-is down (a closed port). Keys: ``search`` (read tools and calc), ``tight`` (rpm 2, calc only),
-``models-only`` (no mcp_tools)."""
+is down (a closed port), and the files tools again on the legacy HTTP+SSE transport (``legacy``).
+Keys: ``search`` (read tools and calc), ``tight`` (rpm 2, calc only), ``models-only`` (no
+mcp_tools), ``legacy-user`` (the legacy server's tools, max_parallel 1)."""
 
 from __future__ import annotations
 
@@ -25,14 +26,19 @@ from tests.support.fake_upstream import ServerThread, free_port
 
 HERE = Path(__file__).resolve().parent
 ADMIN = "admin-secret-mcp"
-KEYS = {"search": "sk-search-key", "tight": "sk-tight-key", "models-only": "sk-models-only"}
+KEYS = {
+    "search": "sk-search-key",
+    "tight": "sk-tight-key",
+    "models-only": "sk-models-only",
+    "legacy-user": "sk-legacy-user",
+}
 
 
 def sha(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def mcp_config(files_url: str, **extra: Any) -> dict[str, Any]:
+def mcp_config(files_url: str, legacy_url: str | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "server": {"access_log": True},
         "store": {"url": "sqlite://:memory:"},
@@ -44,12 +50,15 @@ def mcp_config(files_url: str, **extra: Any) -> dict[str, Any]:
             {"name": "calc", "command": [sys.executable, str(HERE / "stdio_server.py")],
              "env_env": {"CALC_GREETING": "CALC_GREETING_SOURCE"}, "timeout": 5.0},
             {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "timeout": 0.5},
+            *([{"name": "legacy", "url": legacy_url, "transport": "sse"}] if legacy_url else []),
         ],
         "keys": [
             {"name": "search", "key_sha256": sha(KEYS["search"]), "mcp_tools": ["files_read_*", "files_fail",
              "files_slow", "files_progress", "calc_*", "gone_*"]},
             {"name": "tight", "key_sha256": sha(KEYS["tight"]), "mcp_tools": ["calc_add"], "rpm": 2},
             {"name": "models-only", "key_sha256": sha(KEYS["models-only"])},
+            {"name": "legacy-user", "key_sha256": sha(KEYS["legacy-user"]), "mcp_tools": ["legacy_*"],
+             "max_parallel": 1},
         ],
         **extra,
     }  # fmt: skip
@@ -60,6 +69,13 @@ def files() -> Iterator[tuple[Counting, str]]:
     app = Counting(files_server().streamable_http_app())
     with ServerThread(app) as server:
         yield app, f"{server.url}/mcp"
+
+
+@pytest.fixture(scope="module")
+def legacy() -> Iterator[str]:
+    """The same tools on the legacy HTTP+SSE transport (the SDK's ``sse_app``), no header needed."""
+    with ServerThread(files_server().sse_app()) as server:
+        yield f"{server.url}/sse"
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +90,13 @@ def spans() -> InMemorySpanExporter:
 
 
 @pytest.fixture(scope="module")
-def gateway(files: tuple[Counting, str], access: Capture, spans: InMemorySpanExporter) -> Iterator[ServerThread]:
+def gateway(
+    files: tuple[Counting, str], legacy: str, access: Capture, spans: InMemorySpanExporter
+) -> Iterator[ServerThread]:
     mp = pytest.MonkeyPatch()
     mp.setenv("FILES_MCP_TOKEN", FILES_TOKEN)
     mp.setenv("CALC_GREETING_SOURCE", "hello from the gateway")
-    settings = Settings(**mcp_config(files[1], admin={"key": ADMIN}))
+    settings = Settings(**mcp_config(files[1], legacy, admin={"key": ADMIN}))
     app = create_app(settings)
     app.state.gateway.telemetry = Telemetry(SimpleSpanProcessor(spans))
     with ServerThread(app) as server:

@@ -58,6 +58,7 @@ class Counting:
         self.app = app
         self.calls: list[str] = []  # each tools/call's tool name, as it reached the server
         self.headers: list[dict[str, str]] = []
+        self.cancelled: list[bytes] = []  # notifications/cancelled bodies, and calls whose client hung up
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -80,13 +81,25 @@ class Counting:
             import json
 
             self.calls.append(json.loads(body).get("params", {}).get("name", ""))
+        if b'"notifications/cancelled"' in body:
+            self.cancelled.append(body)
         sent = False
+        answered = False
 
         async def replay() -> Any:
             nonlocal sent
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            message = await receive()
+            if message["type"] == "http.disconnect" and not answered and b'"tools/call"' in body:
+                self.cancelled.append(b"hang-up: " + body)  # a 2026-07-28 client cancels by closing
+            return message
 
-        await self.app(scope, replay, send)
+        async def sending(message: Any) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+            await send(message)
+
+        await self.app(scope, replay, sending)

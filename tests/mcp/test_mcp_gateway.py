@@ -170,6 +170,7 @@ async def test_a_down_or_slow_server_holds_up_nothing_else(gateway: Any) -> None
     ready = httpx.get(f"{gateway.url}/readyz").json()
     assert ready["mcp_servers"]["gone"] == {"up": False, "tools": 0, "error": "ConnectError"}
     assert ready["mcp_servers"]["files"] == {"up": True, "tools": 5}
+    assert ready["mcp_servers"]["legacy"] == {"up": True, "tools": 5}
 
 
 async def test_a_stdio_server_that_dies_is_started_again(gateway: Any) -> None:
@@ -331,3 +332,64 @@ async def test_admin_api_and_console_records(gateway: Any) -> None:
     assert listed["mcp_tools"][0] == "files_read_*"
     recent = httpx.get(f"{gateway.url}/admin/requests?limit=50", headers=admin).json()["requests"]
     assert any(r.get("kind") == "mcp" and r.get("tool") for r in recent)
+
+
+async def test_a_legacy_sse_server_and_max_parallel(gateway: Any, access: Any) -> None:
+    async with mcp_client(f"{gateway.url}/mcp", KEYS["legacy-user"]) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == ["legacy_delete_file", "legacy_fail", "legacy_progress", "legacy_read_file", "legacy_slow"]
+        read = await client.call_tool("legacy_read_file", {"path": "old"})
+        assert read.structured_content == {"path": "old", "size": 3, "text": "contents of old"}
+        # max_parallel 1: a second call while the first runs is refused, the first answers
+        slow, second = await asyncio.gather(
+            client.call_tool("legacy_slow", {"seconds": 0.6}),
+            _after(0.2, client.call_tool("legacy_read_file", {"path": "p"})),
+        )
+    assert slow.content[0].text == "slow answer" and not slow.is_error  # type: ignore[union-attr]
+    assert second.is_error and "already has 1 requests in flight" in second.content[0].text  # type: ignore[union-attr]
+
+
+async def _after(seconds: float, call: Any) -> Any:
+    await asyncio.sleep(seconds)
+    return await call
+
+
+async def test_a_servers_json_rpc_error_reaches_the_caller(gateway: Any, access: Any) -> None:
+    async with mcp_client(f"{gateway.url}/mcp", KEYS["search"], mode="legacy") as client:
+        result = await client.call_tool("files_read_file", {"wrong": 1})  # the server's own verdict on bad arguments
+    assert result.is_error is True and "path" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_spend_by_tool_in_the_admin_api(gateway: Any) -> None:
+    async with mcp_client(f"{gateway.url}/mcp", KEYS["search"]) as client:
+        await client.call_tool("files_read_file", {"path": "spend"})
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    deadline = time.monotonic() + 5
+    while True:
+        rows = httpx.get(f"{gateway.url}/admin/spend?group_by=model&key=search", headers=admin).json()["rows"]
+        by_model = {r["group"]: r for r in rows}
+        if "files_read_file" in by_model:
+            break
+        assert time.monotonic() < deadline, rows
+        await asyncio.sleep(0.05)
+    row = by_model["files_read_file"]
+    assert row["cost_usd"] >= 0.25 and row["cost_usd"] == pytest.approx(0.25 * row["requests"])
+    providers = httpx.get(f"{gateway.url}/admin/spend?group_by=provider&key=search", headers=admin).json()["rows"]
+    assert "mcp:files" in {r["group"] for r in providers}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_call_is_cancelled_at_its_server(gateway: Any, files: Any, access: Any, mode: str) -> None:
+    before = len(files[0].cancelled)
+    async with mcp_client(f"{gateway.url}/mcp", KEYS["search"], mode=mode) as client:
+        call = asyncio.create_task(client.call_tool("files_slow", {"seconds": 1.5}))
+        await asyncio.sleep(0.4)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        deadline = time.monotonic() + 1.0  # well before the tool would have answered
+        while len(files[0].cancelled) == before:
+            assert time.monotonic() < deadline, "the server was not told the call was cancelled"
+            await asyncio.sleep(0.02)
+    line = access.line_where(lambda e: e.get("tool") == "files_slow" and e["status"] == 499)
+    assert line["error_kind"] == "cancelled"
