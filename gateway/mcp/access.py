@@ -59,7 +59,8 @@ class CallRecord:
 
     def __init__(self, state: GatewayState, metrics: McpMetrics, scope: Scope, spec: KeySpec | None, name: str) -> None:
         self.state, self.metrics = state, metrics
-        self.record = AccessRecord(request_id_for(scope), "mcp", scope.get("path", "/mcp"), kind="mcp")
+        request_id = scope.get("gateway.mcp.request_id") or request_id_for(scope)
+        self.record = AccessRecord(request_id, "mcp", scope.get("path", "/mcp"), kind="mcp")
         self.record.key = spec.name if spec is not None else None
         self.record.tool = self.record.model = name
         self.trace: RequestTrace | None = None

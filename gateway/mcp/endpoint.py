@@ -30,6 +30,7 @@ from gateway.mcp.access import CallRecord, McpMetrics
 from gateway.mcp.cancel import CANCEL_KEY, InFlight, Watch, watched
 from gateway.mcp.catalog import BadCursor, Catalog, allowed
 from gateway.mcp.upstream import ServerDown, Upstream
+from gateway.telemetry.observe import request_id_for
 
 if TYPE_CHECKING:
     from gateway.governance.keys import KeySpec
@@ -40,6 +41,7 @@ log = logging.getLogger("gateway.mcp")
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600  # JSON-RPC 2.0's codes (as mcp_types.jsonrpc names them)
 
 SPEC_KEY = "gateway.mcp.key"  # the caller's KeySpec, on the ASGI scope the SDK hands back as ctx.request
+REQUEST_ID_KEY = "gateway.mcp.request_id"  # the request's id (the caller's x-request-id, else a new one)
 MAX_BODY_BYTES = 4 * 1024 * 1024  # one JSON-RPC message (or batch); larger is a 413 before parsing
 STARTUP_WAIT_SECONDS = 10.0  # the gateway waits this long at startup for each server's first tool list
 
@@ -130,6 +132,8 @@ class McpGateway:
             await send({"type": "http.response.body", "body": b""})
             return
         scope[SPEC_KEY] = spec
+        scope[REQUEST_ID_KEY] = request_id = request_id_for(scope)
+        send = _with_request_id(send, request_id.encode("latin-1"))
         watch = scope[CANCEL_KEY] = Watch()
         accept = header(scope, b"accept") or ""
         json_only = "text/event-stream" not in accept and "application/json" in accept
@@ -272,6 +276,17 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+def _with_request_id(send: Send, request_id: bytes) -> Send:
+    """``send`` with the request's id as the ``x-request-id`` response header (as model calls have)."""
+
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id)]}
+        await send(message)
+
+    return sending
 
 
 def _spec(ctx: Any) -> KeySpec | None:

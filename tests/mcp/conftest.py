@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from gateway.server.app import create_app
+from gateway.server.protocol import uvicorn_options
 from gateway.settings import Settings
 from gateway.telemetry.traces import Telemetry
 from tests.mcp.doubles import FILES_TOKEN, Counting, files_server
@@ -99,7 +100,7 @@ def gateway(
     settings = Settings(**mcp_config(files[1], legacy, admin={"key": ADMIN}))
     app = create_app(settings)
     app.state.gateway.telemetry = Telemetry(SimpleSpanProcessor(spans))
-    with ServerThread(app) as server:
+    with ServerThread(app, **uvicorn_options()) as server:  # the gateway's own server layer
         yield server
     mp.undo()
 

@@ -219,6 +219,7 @@ def test_the_access_log_line_of_a_call(gateway: Any, access: Any) -> None:
         b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"files_read_file","arguments":{"path":"a"}}}'
     )
     answer = _post(gateway, body, **{"mcp-protocol-version": "2025-06-18", "x-request-id": "req-mcp-log-1"})
+    assert answer.headers["x-request-id"] == "req-mcp-log-1"
     assert _sse_message(answer)["result"]["structuredContent"]["path"] == "a"
     line = access.line("req-mcp-log-1")
     assert line["kind"] == "mcp" and line["server"] == "files" and line["tool"] == "files_read_file"

@@ -1,0 +1,86 @@
+"""``[[mcp_servers]]`` and ``mcp_tools`` as the configuration checks them; the startup error when the
+SDK is missing; the catalog's names and cursors; the endpoint's JSON-RPC pre-checks."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from gateway.mcp.catalog import BadCursor, decode_cursor, encode_cursor
+from gateway.mcp.endpoint import check_message
+from gateway.settings import Settings
+
+BASE: dict[str, Any] = {
+    "providers": [{"name": "demo", "dialect": "demo"}],
+    "routes": [{"model": "demo", "provider": "demo"}],
+    "store": {"url": "sqlite://:memory:"},
+}
+
+
+@pytest.mark.parametrize(
+    ("server", "error"),
+    [
+        ({"name": "files_x", "url": "http://127.0.0.1:1/mcp"}, "letters, digits or '-'"),
+        ({"name": "both", "url": "http://127.0.0.1:1/mcp", "command": ["x"]}, "exactly one of url or command"),
+        ({"name": "neither"}, "exactly one of url or command"),
+        ({"name": "slow", "url": "http://127.0.0.1:1/mcp", "timeout": 0}, "greater than 0"),
+        ({"name": "priced", "url": "http://127.0.0.1:1/mcp", "price_per_call": -1}, "greater than or equal to 0"),
+    ],
+)
+def test_a_bad_server_entry_is_refused_naming_the_rule(server: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        Settings(**BASE, mcp_servers=[server])
+
+
+def test_server_names_are_unique() -> None:
+    entry = {"name": "files", "url": "http://127.0.0.1:1/mcp"}
+    with pytest.raises(ValueError, match="duplicate mcp_servers names"):
+        Settings(**BASE, mcp_servers=[entry, entry])
+
+
+def test_a_missing_sdk_is_a_startup_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.server.app import create_app
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp -> ImportError
+    settings = Settings(**BASE, mcp_servers=[{"name": "files", "url": "http://127.0.0.1:1/mcp"}])
+    with pytest.raises(SystemExit, match=r"pip install 'llm-gateway\[mcp\]'"):
+        create_app(settings)
+
+
+def test_no_mcp_servers_no_endpoint() -> None:
+    from starlette.testclient import TestClient
+
+    from gateway.server.app import create_app
+
+    with TestClient(create_app(Settings(**BASE))) as client:
+        assert client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code == 404
+
+
+def test_cursors_round_trip_and_foreign_ones_are_refused() -> None:
+    assert decode_cursor(encode_cursor(300)) == 300
+    assert decode_cursor(None) == 0
+    for bad in ("x", encode_cursor(-1), "bzotMQ==", "!!!"):
+        with pytest.raises(BadCursor):
+            decode_cursor(bad)
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"", -32700),
+        (b"{", -32700),
+        (b"[]", -32600),
+        (b"1", -32600),
+        (b'{"jsonrpc":"2.0"}', -32600),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', -32600),
+        (b'{"jsonrpc":"2.0","id":1,"method":""}', -32600),
+        (b'{"jsonrpc":"2.0","id":1,"result":{}}', None),  # a response (to a server request) is a message
+        (b'{"jsonrpc":"2.0","method":"notifications/initialized"}', None),
+        (b'{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}', None),
+    ],
+)
+def test_the_json_rpc_pre_check(body: bytes, code: int | None) -> None:
+    _, refusal = check_message(body)
+    assert (refusal[0] if refusal else None) == code
