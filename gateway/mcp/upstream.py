@@ -53,6 +53,9 @@ class Upstream:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._up = asyncio.Event()
+        for header_name, var in settings.headers_env.items():
+            if not os.environ.get(var):
+                log.warning("MCP server %s: $%s (header %s) is not set; it is sent empty", self.name, var, header_name)
 
     @property
     def up(self) -> bool:
@@ -118,12 +121,12 @@ class Upstream:
                     log.info("MCP server %s is up: %d tools", self.name, len(self.tools))
                     backoff = BACKOFF_FIRST
                     await self._watch(client)
+            except asyncio.CancelledError:
+                self.client = None
+                raise
             except Exception as exc:
                 self._note_failure(exc)
-            except BaseException as exc:  # an ExceptionGroup of the SDK's task group, or a cancel
-                if isinstance(exc, asyncio.CancelledError):
-                    self.client = None
-                    raise
+            except BaseExceptionGroup as exc:  # the SDK's task group, holding a failure and its cancels
                 self._note_failure(exc)
             self.client = None
             if self._stopped:
