@@ -23,6 +23,7 @@ from tests.agents import harness
 from tests.agents.fake_agent_upstream import TOOL_ANSWER_PREFIX, ScriptedUpstream
 from tests.agents.matrix import gateway_config, task_model
 from tests.agents.test_agents import _MISSING, _SKIP, TIMEOUT
+from tests.mcp.conftest import quick_start, wait_ready
 from tests.support.access_log import Capture, capture_access_log
 from tests.support.fake_upstream import ServerThread
 
@@ -57,8 +58,12 @@ def gateway(fake: Any, access: Capture, tmp_path_factory: pytest.TempPathFactory
     config["keys"] = [
         {"name": "agent", "key_sha256": hashlib.sha256(harness.KEY.encode()).hexdigest(), "mcp_tools": ["calc_add"]}
     ]
+    mp = pytest.MonkeyPatch()
+    quick_start(mp)
     with ServerThread(create_app(Settings(**config)), **uvicorn_options()) as server:
+        wait_ready(server.url, ["calc"])
         yield server
+    mp.undo()
 
 
 def test_claude_code_calls_an_allowed_mcp_tool_through_the_gateway(

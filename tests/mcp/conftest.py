@@ -97,12 +97,38 @@ def gateway(
     mp = pytest.MonkeyPatch()
     mp.setenv("FILES_MCP_TOKEN", FILES_TOKEN)
     mp.setenv("CALC_GREETING_SOURCE", "hello from the gateway")
+    quick_start(mp)
     settings = Settings(**mcp_config(files[1], legacy, admin={"key": ADMIN}))
     app = create_app(settings)
     app.state.gateway.telemetry = Telemetry(SimpleSpanProcessor(spans))
     with ServerThread(app, **uvicorn_options()) as server:  # the gateway's own server layer
+        wait_ready(server.url, ["files", "calc", "legacy"])
         yield server
     mp.undo()
+
+
+def quick_start(mp: pytest.MonkeyPatch) -> None:
+    """The gateway's startup waits at most this long for the servers' first sessions (its default is
+    10 s): on a loaded machine a stdio child's imports alone can take longer than ``ServerThread``
+    waits for startup, so a test starts the gateway at once and waits with ``wait_ready``."""
+    import gateway.mcp.endpoint as endpoint
+
+    mp.setattr(endpoint, "STARTUP_WAIT_SECONDS", 0.5)
+
+
+def wait_ready(url: str, servers: list[str], timeout: float = 90.0) -> None:
+    """Until ``/readyz`` says each of ``servers`` is up (their tools listed)."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        status = httpx.get(f"{url}/readyz", timeout=10).json().get("mcp_servers", {})
+        if all(status.get(name, {}).get("up") for name in servers):
+            return
+        assert time.monotonic() < deadline, f"MCP servers not up: {status}"
+        time.sleep(0.1)
 
 
 @asynccontextmanager

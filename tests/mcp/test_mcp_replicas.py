@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from gateway.server.app import create_app
 from gateway.settings import Settings
-from tests.mcp.conftest import FILES_TOKEN, sha
+from tests.mcp.conftest import FILES_TOKEN, quick_start, sha, wait_ready
 from tests.relay.test_stateful import redis_url  # noqa: F401  (the fixture: a redis-server of this module)
 from tests.support.fake_upstream import ServerThread
 
@@ -43,6 +43,7 @@ class RoundRobin(httpx2.AsyncBaseTransport):
 def replicas(files: Any, redis_url: str) -> Iterator[list[ServerThread]]:  # noqa: F811
     mp = pytest.MonkeyPatch()
     mp.setenv("FILES_MCP_TOKEN", FILES_TOKEN)
+    quick_start(mp)
     config = {
         "store": {"url": redis_url},
         "providers": [{"name": "demo", "dialect": "demo"}],
@@ -54,6 +55,8 @@ def replicas(files: Any, redis_url: str) -> Iterator[list[ServerThread]]:  # noq
         ],
     }
     with ServerThread(create_app(Settings(**config))) as a, ServerThread(create_app(Settings(**config))) as b:
+        for replica in (a, b):
+            wait_ready(replica.url, ["files"])
         yield [a, b]
     mp.undo()
 

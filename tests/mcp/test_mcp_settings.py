@@ -84,3 +84,35 @@ def test_cursors_round_trip_and_foreign_ones_are_refused() -> None:
 def test_the_json_rpc_pre_check(body: bytes, code: int | None) -> None:
     _, refusal = check_message(body)
     assert (refusal[0] if refusal else None) == code
+
+
+async def test_a_stdio_server_is_stopped_with_the_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import time
+    from pathlib import Path
+
+    from gateway.server.app import create_app
+    from tests.mcp.conftest import mcp_client, quick_start, wait_ready
+    from tests.support.fake_upstream import ServerThread
+
+    script = Path(__file__).resolve().parent / "stdio_server.py"
+    settings = Settings(**BASE, mcp_servers=[{"name": "calc", "command": [sys.executable, str(script)]}])
+    quick_start(monkeypatch)
+    with ServerThread(create_app(settings)) as gateway:
+        wait_ready(gateway.url, ["calc"])
+        async with mcp_client(f"{gateway.url}/mcp", None) as client:  # no keys: every tool, as every model
+            pid = (await client.call_tool("calc_pid", {})).structured_content["result"]  # type: ignore[index]
+        os.kill(pid, 0)  # running
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        try:  # reaped by the SDK's stdio client; a zombie would still answer kill(pid, 0)
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                break
+        except OSError:
+            break
+        assert time.monotonic() < deadline, "the stdio server outlived the gateway"
+        time.sleep(0.05)
