@@ -116,3 +116,19 @@ async def test_a_stdio_server_is_stopped_with_the_gateway(monkeypatch: pytest.Mo
             break
         assert time.monotonic() < deadline, "the stdio server outlived the gateway"
         time.sleep(0.05)
+
+
+async def test_a_store_that_cannot_be_reached_refuses_the_call_not_unlimited() -> None:
+    from gateway.errors import GatewayError
+    from gateway.governance.keys import KeySpec
+    from gateway.governance.limits import Limiter
+    from gateway.governance.prices import PriceBook
+    from gateway.settings import SpendSettings
+    from gateway.telemetry.observe import AccessRecord, Metrics
+
+    limiter = Limiter(SpendSettings(), Metrics(), PriceBook({}), {})  # store never opened
+    record = AccessRecord("req-store-down", "mcp", "/mcp", kind="mcp")
+    with pytest.raises(GatewayError) as refused:
+        await limiter.admit_call(KeySpec("k", None, rpm=5, mcp_tools=("*",)), record)
+    assert refused.value.status == 503 and "cannot reach its store" in refused.value.message
+    await limiter.admit_call(KeySpec("free", None, mcp_tools=("*",)), record)  # no limits: no store needed
