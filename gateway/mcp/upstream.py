@@ -31,6 +31,7 @@ HEALTH_SECONDS = 5.0  # how often a live session is checked (a tools/list, which
 BACKOFF_FIRST = 0.25  # the first wait before reconnecting; doubled per failure ...
 BACKOFF_MAX = 30.0  # ... up to this
 MAX_TOOL_PAGES = 100  # an upstream's pagination is followed at most this far
+PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"  # _meta keys the protocol reserves (per hop)
 
 
 class ServerDown(Exception):
@@ -196,6 +197,14 @@ class Upstream:
             self._broken.set()
             raise ServerDown(self.last_error) from None
         dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        meta = dumped.get("_meta")
+        if isinstance(meta, dict):  # the protocol's own keys (the server's serverInfo …) are this hop's,
+            # not the caller's: the gateway's server stamps its own; the server's other keys pass
+            kept = {k: v for k, v in meta.items() if not k.startswith(PROTOCOL_META_PREFIX)}
+            if kept:
+                dumped["_meta"] = kept
+            else:
+                del dumped["_meta"]
         return dumped
 
     def status(self) -> dict[str, Any]:

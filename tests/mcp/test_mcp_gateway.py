@@ -101,6 +101,8 @@ async def test_calls_are_answered_exactly(gateway: Any, files: Any, mode: str) -
         for args in ({"path": "notes/text"},):
             mine = await client.call_tool("files_read_file", args)
             assert dumped(mine) == dumped(await direct.call_tool("read_file", args))
+            if mine.meta:  # the gateway is the server this client talks to, not "files"
+                assert mine.meta.get("io.modelcontextprotocol/serverInfo", {}).get("name") != "files"
             assert mine.structured_content == {"path": "notes/text", "size": 10, "text": "contents of notes/text"}
         failed = await client.call_tool("files_fail", {"reason": "disk"})
         assert failed.is_error is True
