@@ -440,6 +440,9 @@ def referenced_env_names(data: Any) -> set[str]:
         for key, value in data.items():
             if isinstance(key, str) and key.endswith("_env") and isinstance(value, str) and value:
                 names.add(value)
+            elif isinstance(key, str) and key.endswith("_env") and isinstance(value, dict):
+                # a table of them ([[mcp_servers]] headers_env / env_env: name = variable)
+                names |= {v for v in value.values() if isinstance(v, str) and v}
             else:
                 names |= referenced_env_names(value)
     elif isinstance(data, list):

@@ -132,3 +132,21 @@ async def test_a_store_that_cannot_be_reached_refuses_the_call_not_unlimited() -
         await limiter.admit_call(KeySpec("k", None, rpm=5, mcp_tools=("*",)), record)
     assert refused.value.status == 503 and "cannot reach its store" in refused.value.message
     await limiter.admit_call(KeySpec("free", None, mcp_tools=("*",)), record)  # no limits: no store needed
+
+
+def test_variables_named_in_headers_env_are_not_read_as_settings(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.settings import load_settings
+
+    monkeypatch.setenv("GATEWAY_FILES_AUTH", "Bearer files-secret")  # a GATEWAY_ name, as an operator may pick
+    monkeypatch.setenv("GATEWAY_CALC_TOKEN", "calc-secret")
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        '[[providers]]\nname = "demo"\ndialect = "demo"\n[[routes]]\nmodel = "demo"\nprovider = "demo"\n'
+        '[[mcp_servers]]\nname = "files"\nurl = "http://127.0.0.1:1/mcp"\n'
+        'headers_env = { Authorization = "GATEWAY_FILES_AUTH" }\n'
+        '[[mcp_servers]]\nname = "calc"\ncommand = ["calc"]\nenv_env = { TOKEN = "GATEWAY_CALC_TOKEN" }\n'
+    )
+    settings = load_settings(config)
+    assert settings.mcp_servers[0].headers_env == {"Authorization": "GATEWAY_FILES_AUTH"}
