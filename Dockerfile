@@ -6,7 +6,7 @@ WORKDIR /app
 
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
-RUN pip install --no-cache-dir ".[otel,cloud]" \
+RUN pip install --no-cache-dir ".[otel,cloud,mcp]" \
     && useradd --create-home --uid 10001 gateway \
     && mkdir -p /app/config /app/state && chown gateway /app/state
 

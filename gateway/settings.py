@@ -130,6 +130,7 @@ class KeySettings(BaseModel):
     expires_at: str | None = None  # ISO 8601; a key past it is refused (401)
     refuse_unpriced: bool = False  # refuse (403) models without a known price
     guardrails: list[str] = Field(default_factory=list)  # [[guardrails]] names; with the route's, the union
+    mcp_tools: list[str] | None = None  # MCP tools ("<server>_<tool>" globs) this key may list and call; None = none
 
     @field_validator("name")
     @classmethod
@@ -306,6 +307,35 @@ class GuardrailSettings(BaseModel):
     entities: list[str] | None = None  # presidio: the entity types (default: all it knows)
 
 
+_MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$")
+
+
+class McpServerSettings(BaseModel):
+    """One ``[[mcp_servers]]`` entry (gateway/mcp/, docs/mcp.md): an MCP server whose tools the gateway serves."""
+
+    name: str  # tools are listed as "<name>_<tool>": letters, digits and '-' (no '_', so the split is unambiguous)
+    url: str | None = None  # streamable HTTP (or the legacy HTTP+SSE endpoint with transport = "sse")
+    transport: Literal["streamable_http", "sse"] = "streamable_http"
+    command: list[str] | None = None  # stdio: started by the gateway, restarted when it dies, stopped on shutdown
+    env_env: dict[str, str] = Field(default_factory=dict)  # stdio: NAME = env var whose value the child gets
+    headers_env: dict[str, str] = Field(default_factory=dict)  # header = env var holding its value (never logged)
+    timeout: float = Field(default=30.0, gt=0)  # seconds for one call (and for connecting / listing)
+    price_per_call: float | None = Field(default=None, ge=0)  # USD per tools/call, into the key's spend
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_plain(cls, value: str) -> str:
+        if not _MCP_SERVER_NAME.match(value):
+            raise ValueError("an MCP server name is 1-32 letters, digits or '-', starting with a letter or digit")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.url is None) == (not self.command):
+            raise ValueError(f"mcp server {self.name!r} needs exactly one of url or command")
+        return self
+
+
 class TargetSettings(BaseModel):
     """One deployment serving a route (CONTRACT.md "Routes over several targets")."""
 
@@ -422,6 +452,9 @@ def referenced_env_names(data: Any) -> set[str]:
         for key, value in data.items():
             if isinstance(key, str) and key.endswith("_env") and isinstance(value, str) and value:
                 names.add(value)
+            elif isinstance(key, str) and key.endswith("_env") and isinstance(value, dict):
+                # a table of them ([[mcp_servers]] headers_env / env_env: name = variable)
+                names |= {v for v in value.values() if isinstance(v, str) and v}
             else:
                 names |= referenced_env_names(value)
     elif isinstance(data, list):
@@ -494,6 +527,7 @@ class Settings(BaseSettings):
     inspector: InspectorSettings = Field(default_factory=InspectorSettings)
     keys: list[KeySettings] = Field(default_factory=list)
     guardrails: list[GuardrailSettings] = Field(default_factory=list)
+    mcp_servers: list[McpServerSettings] = Field(default_factory=list)
     prices: dict[str, PriceSettings] = Field(default_factory=dict)
     spend: SpendSettings = Field(default_factory=SpendSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
@@ -576,6 +610,9 @@ def validate_references(settings: Settings) -> None:
     key_names = [k.name for k in settings.keys]
     if len(set(key_names)) != len(key_names):
         raise ValueError(f"duplicate key names: {sorted({n for n in key_names if key_names.count(n) > 1})}")
+    mcp_names = [m.name for m in settings.mcp_servers]
+    if len(set(mcp_names)) != len(mcp_names):
+        raise ValueError(f"duplicate mcp_servers names: {sorted({n for n in mcp_names if mcp_names.count(n) > 1})}")
     for key in settings.keys:
         if bool(key.key_env) == bool(key.key_sha256):
             raise ValueError(f"key {key.name!r} needs exactly one of key_env or key_sha256")

@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("relay", ("relay",)),  # the pipeline of one request, and the state it is handed
     ("endpoints", ("endpoints",)),
     ("console", ("console",)),
+    ("mcp", ("mcp",)),  # the MCP gateway: /mcp over the [[mcp_servers]], per-key tools, accounting
     ("server", ("server", "__main__")),
 ]
 

@@ -30,7 +30,17 @@ log = logging.getLogger("gateway.keys")
 REFRESH_SECONDS = 0.5
 PERIODS = ("day", "week", "month", "total")
 # the settings a key record may carry (admin API bodies are checked against this)
-LIMIT_FIELDS = ("models", "budget_usd", "budget_period", "rpm", "tpm", "max_parallel", "expires_at", "refuse_unpriced")
+LIMIT_FIELDS = (
+    "models",
+    "budget_usd",
+    "budget_period",
+    "rpm",
+    "tpm",
+    "max_parallel",
+    "expires_at",
+    "refuse_unpriced",
+    "mcp_tools",
+)
 
 
 def hash_key(secret: str) -> str:
@@ -68,6 +78,7 @@ class KeySpec:
     max_parallel: int | None = None
     expires_at: str | None = None
     refuse_unpriced: bool = False
+    mcp_tools: tuple[str, ...] | None = None  # MCP tool globs (gateway/mcp/); None = no MCP tool
     source: str = "config"  # config | admin
     revoked: bool = False
     created_at: float | None = None
@@ -87,6 +98,15 @@ class KeySpec:
 
         return any(fnmatchcase(model, glob) for glob in self.models)
 
+    def allows_tool(self, tool: str) -> bool:
+        """Whether this key may list and call the MCP tool ``tool`` (``<server>_<tool>``): its
+        ``mcp_tools`` globs; none set = no tool (a key made for models sees no tools unasked)."""
+        if not self.mcp_tools:
+            return False
+        from fnmatch import fnmatchcase
+
+        return any(fnmatchcase(tool, glob) for glob in self.mcp_tools)
+
     def public(self) -> dict[str, Any]:
         """The key's settings for the admin API: never the secret, nor its hash."""
         return {
@@ -99,6 +119,7 @@ class KeySpec:
             "max_parallel": self.max_parallel,
             "expires_at": self.expires_at,
             "refuse_unpriced": self.refuse_unpriced,
+            "mcp_tools": list(self.mcp_tools) if self.mcp_tools is not None else None,
             "source": self.source,
             "revoked": self.revoked,
         }
@@ -117,6 +138,10 @@ def validate_limits(body: dict[str, Any], partial: bool) -> dict[str, Any]:
         elif name == "models":
             if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
                 raise ValueError("models must be a list of route names (globs allowed)")
+            out[name] = value
+        elif name == "mcp_tools":
+            if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
+                raise ValueError("mcp_tools must be a list of MCP tool names <server>_<tool> (globs allowed)")
             out[name] = value
         elif name == "budget_usd":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -145,6 +170,7 @@ def validate_limits(body: dict[str, Any], partial: bool) -> dict[str, Any]:
 
 def _spec(name: str, sha: str | None, fields: dict[str, Any], source: str) -> KeySpec:
     models = fields.get("models")
+    mcp_tools = fields.get("mcp_tools")
     spec = KeySpec(
         name=name,
         sha256=sha,
@@ -156,6 +182,7 @@ def _spec(name: str, sha: str | None, fields: dict[str, Any], source: str) -> Ke
         max_parallel=fields.get("max_parallel"),
         expires_at=fields.get("expires_at"),
         refuse_unpriced=bool(fields.get("refuse_unpriced", False)),
+        mcp_tools=tuple(mcp_tools) if mcp_tools is not None else None,
         source=source,
         revoked=bool(fields.get("revoked", False)),
         created_at=fields.get("created_at"),

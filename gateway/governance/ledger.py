@@ -44,6 +44,7 @@ class Ledger:
         self.ring = ring
         self.metrics = metrics
         self.store: Any = None  # set when the store opens (app lifespan)
+        self.call_prices: dict[str, float] = {}  # MCP server -> USD per tools/call ([[mcp_servers]] price_per_call)
         self._pending: list[Settlement] = []
         self._drainer: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -88,6 +89,10 @@ class Ledger:
                 )
         elif reached and record.status < 400 and record.error_kind is None:
             unpriced = True  # the observer's usage_missing warning has said so
+        if record.kind == "mcp":  # a tool call: the server's price_per_call once it reached the server
+            model, provider = record.tool or "", f"mcp:{record.server or ''}"
+            reached = record.status < 500 and record.status not in (403, 404, 429)
+            cost = round(self.call_prices.get(record.server or "", 0.0) * NANO) if reached else 0
         hit = record.cache == "hit"
         if hit:  # answered from the response cache: nothing spent; what it cost when first paid for, saved
             record.cost_saved_usd = line["cost_saved_usd"] = None if unpriced else cost / NANO

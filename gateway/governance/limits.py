@@ -145,6 +145,46 @@ class Limiter:
             raise self._refusal(spec, verdict, ask, headers)
         record.hold = verdict.hold
 
+    async def admit_call(self, spec: KeySpec, record: AccessRecord, cost_nano: int = 0) -> None:
+        """An MCP ``tools/call`` under ``spec`` (gateway/mcp/): its rpm, max_parallel and budget
+        (``cost_nano``: the server's ``price_per_call``), held like a model call and settled by the
+        ledger; tokens are not counted. Raises the refusal (a 429, or 503 without the store)."""
+        if not spec.limited:
+            return
+        now = time.time()
+        period, period_end = "", None
+        if spec.budget_usd is not None:
+            period, _, period_end = period_bounds(spec.budget_period, now)
+        budget = None if spec.budget_usd is None else round(spec.budget_usd * NANO)
+        ask = Ask(
+            spec.name,
+            record.request_id,
+            now,
+            self.lease_seconds,
+            0,
+            cost_nano,
+            period,
+            period_end,
+            spec.rpm,
+            None,
+            spec.max_parallel,
+            budget,
+        )
+        try:
+            if self.store is None:
+                raise RuntimeError("store not open")
+            verdict = await self.store.reserve(ask)
+        except Exception as exc:
+            log.error("cannot check the limits of key %r: the store is unreachable (%s)", spec.name, type(exc).__name__)
+            self.metrics.refusals.labels(spec.name, "store_unavailable").inc()
+            raise GatewayError(
+                "overloaded", "the gateway cannot reach its store to check this key's limits; retry shortly", 503
+            ) from None
+        if not verdict.ok:
+            self.metrics.refusals.labels(spec.name, verdict.reason or "rpm").inc()
+            raise self._refusal(spec, verdict, ask, [])
+        record.hold = verdict.hold
+
     @staticmethod
     def _headers(dialect: str, spec: KeySpec, v: Verdict, now: float, headers: Headers) -> None:
         render = codec_for(dialect).rate_limit_headers  # the headers the caller's SDK reads (Gemini's: none)

@@ -52,4 +52,5 @@ class GatewayState:
     shutting_down: bool = False
     fast_path: bool = True  # same-dialect frame passthrough (server.fast_path)
     guardrails: Guardrails | None = None  # [[guardrails]] compiled; None: none configured
+    mcp: Any = None  # gateway.mcp.endpoint.McpGateway when [[mcp_servers]] are configured (a layer above)
     started: float = field(default_factory=time.time)

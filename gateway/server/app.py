@@ -145,9 +145,14 @@ def build_routes(state: GatewayState, relay: Relay) -> list[BaseRoute]:
             return JSONResponse(
                 {"status": "not ready", "providers_not_started": problems, "shutting_down": state.shutting_down}, 503
             )
-        return JSONResponse(
-            {"status": "ready", "providers": sorted(state.providers), "routes": len(state.settings.routes)}
-        )
+        ready: dict[str, object] = {
+            "status": "ready",
+            "providers": sorted(state.providers),
+            "routes": len(state.settings.routes),
+        }
+        if state.mcp is not None:  # each MCP server up or not (a down one only hides its tools)
+            ready["mcp_servers"] = state.mcp.status()
+        return JSONResponse(ready)
 
     async def metrics(request: Request) -> Response:
         body = await workers.all_metrics(worker, request.scope, state.observer.metrics.render())
@@ -180,6 +185,8 @@ def build_routes(state: GatewayState, relay: Relay) -> list[BaseRoute]:
         routes.append(
             WebSocketRoute("/v1/responses", ResponsesSocket(relay, DialectEndpoint(relay, "openai-responses")))
         )
+    if state.mcp is not None:
+        routes.append(Route("/mcp", state.mcp, methods=["GET", "POST", "DELETE"]))
     routes.append(Route("/v1beta/models", models.list, methods=["GET"]))
     routes.append(Route("/v1beta/models/{target:path}", models.get, methods=["GET"]))
     routes.append(Route("/v1/models/{target:path}", models.get, methods=["GET"]))
@@ -218,6 +225,10 @@ def create_state(settings: Settings) -> GatewayState:
         fast_path=settings.server.fast_path,
         guardrails=Guardrails(settings) if settings.guardrails else None,
     )
+    if settings.mcp_servers:
+        from gateway.mcp.endpoint import McpGateway
+
+        state.mcp = McpGateway(state)
     observer.metrics.upstream_open.set_function(lambda: sum(p.gauge.open for p in providers.values()))
     for provider in providers.values():
         observer.metrics.upstream_pooled.labels(provider.name).set_function(_pooled(provider))
@@ -255,12 +266,16 @@ def create_app(settings: Settings) -> Starlette:
             from gateway.relay.cache import ResponseCache
 
             state.cache = ResponseCache(settings.cache, store, state.observer.metrics)
+        if state.mcp is not None:
+            await state.mcp.start()  # the MCP servers connected (or down, within a bound) before serving
         try:
             yield
         finally:
             refresher.cancel()
             lag.cancel()
             state.shutting_down = True
+            if state.mcp is not None:
+                await state.mcp.stop()  # stdio servers stopped, sessions closed
             await stateful.shutdown()  # running generations end in-dialect and keep their usage
             for provider in state.providers.values():
                 await provider.close()

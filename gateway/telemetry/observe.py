@@ -86,6 +86,8 @@ class AccessRecord:
     cache: str | None = None  # the response cache: hit | miss | bypass (None: [cache] off)
     cost_saved_usd: float | None = None  # a cache hit: what the answer cost when it was first paid for
     transport: str = "http"  # "websocket": a turn on a Responses WebSocket (gateway/server/websocket.py)
+    server: str | None = None  # an MCP tools/call ("kind": "mcp", gateway/mcp/): the [[mcp_servers]] name
+    tool: str | None = None  # and the tool as listed to the caller ("<server>_<tool>")
 
     def first_byte(self) -> None:
         if self.ttfb_ms is None:

@@ -25,6 +25,7 @@ FIELDS = (
     "request_id", "dialect", "path", "key", "route", "provider", "upstream_dialect", "upstream_model", "model", "stream",
     "status", "ttfb_ms", "duration_ms", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
     "reasoning_tokens", "stop_reason", "error_kind", "cost_usd", "kind", "cache", "cost_saved_usd",
+    "server", "tool",
 )  # fmt: skip
 
 

@@ -370,6 +370,13 @@ class RequestTrace:
         self.attempts.append(span)
         return span
 
+    def child(self, name: str, attributes: dict[str, Any]) -> _Span:
+        """A CLIENT span under the request's, started now and ended by the caller (``end_ns``):
+        an MCP ``execute_tool`` call (gateway/mcp/access.py). Emitted with the request's span."""
+        span = _Span(name, attributes)
+        self.attempts.append(span)
+        return span
+
     def embeddings_attempt(self, provider: Provider, target: Target, fallback: int, dimensions: int | None) -> _Span:
         """A CLIENT span ``embeddings {model}`` for one embeddings attempt (gateway/relay/embeddings.py);
         it ends as a chat attempt's does (``attempt_failed`` / ``attempt_opened`` then ``finish``)."""

@@ -9,6 +9,8 @@ conversation the gateway sends it and plays a model that drives a coding agent t
   ``Read {file_path}``, Gemini CLI's ``read_file {absolute_path | file_path}``, Codex's shell tool
   (``shell {command: ["cat", path]}``, ``exec_command {cmd: "cat path"}``, ``shell_command
   {command: "cat path"}``), whichever is offered.
+* **turn 1 of an MCP task** (a user text says ``call the tool NAME with {json}``) -> one call of
+  the offered tool ``NAME`` or ``mcp__<server>__NAME`` (how Claude Code names MCP tools).
 * **turn 2** (the request holds a tool result) -> text that quotes the tool result:
   ``FILE SAYS: <result>``.
 
@@ -75,6 +77,9 @@ RESPONSES_FC_ID = "fc_fakeread0001"
 RESPONSES_RS_ID = "rs_fakereason0001"
 
 READ_PATTERN = re.compile(r"read the file (/[^\s'\"`]+)", re.IGNORECASE)
+# an MCP task: "call the tool NAME with {json}" -> one call of the offered tool named NAME (or, as
+# Claude Code names MCP tools, "mcp__<server>__NAME"), with those arguments
+CALL_PATTERN = re.compile(r"call the tool ([A-Za-z0-9_.-]+) with (\{.*?\})", re.IGNORECASE)
 
 # Tools the fake knows how to call, in order of preference, with how to fill their arguments.
 READ_TOOLS = ("Read", "read_file", "ReadFile", "read")
@@ -247,6 +252,17 @@ def pick_read_call(tools: list[tuple[str, dict[str, Any]]], path: str) -> tuple[
             if "cmd" in p:
                 return name, {"cmd": f"cat {path}"}
             return name, {"command": ["cat", path]}
+    return None
+
+
+def pick_named_call(tools: list[tuple[str, dict[str, Any]]], name: str, args: str) -> tuple[str, dict[str, Any]] | None:
+    """The call of the offered tool ``name`` (or ``mcp__<server>__name``) with the JSON ``args``."""
+    for offered, _ in tools:
+        if offered == name or offered.endswith("__" + name):
+            try:
+                return offered, orjson.loads(args)
+            except orjson.JSONDecodeError:
+                return None
     return None
 
 
@@ -1029,6 +1045,10 @@ class ScriptedUpstream:
                 if found:
                     path = found.group(1).rstrip(".,;:")
             call = pick_read_call(tools_offered(d, body), path) if path else None
+            for text in user_texts(d, body):
+                asked = CALL_PATTERN.search(text)
+                if asked and call is None:
+                    call = pick_named_call(tools_offered(d, body), asked.group(1), asked.group(2))
             if call is not None:
                 seen.action = "tool_call"
                 name, args = call

@@ -154,11 +154,19 @@ def _json_object(text: str) -> dict | None:
 
 
 def run_claude(
-    base_url: str, model: str, prompt: str, cwd: Path, timeout: float = 90.0, home: Path | None = None
+    base_url: str,
+    model: str,
+    prompt: str,
+    cwd: Path,
+    timeout: float = 90.0,
+    home: Path | None = None,
+    extra_args: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> AgentRun:
+    """``extra_args`` / ``extra_env``: more flags (``--mcp-config`` …) and variables than the documented ones."""
     if home is None:  # a HOME of our own, removed afterwards
         with throwaway_home("claude") as own:
-            return run_claude(base_url, model, prompt, cwd, timeout, own)
+            return run_claude(base_url, model, prompt, cwd, timeout, own, extra_args, extra_env)
     env = base_env(home) | {
         "ANTHROPIC_BASE_URL": base_url,
         "ANTHROPIC_API_KEY": KEY,
@@ -168,8 +176,9 @@ def run_claude(
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
+        **(extra_env or {}),
     }
-    cmd = [str(CLIS["claude"]), "-p", prompt, "--model", model, "--output-format", "json"]
+    cmd = [str(CLIS["claude"]), "-p", prompt, "--model", model, "--output-format", "json", *(extra_args or [])]
     run = _run("claude", cmd, env, cwd, timeout)
     data = _json_object(run.stdout)
     if data is not None:

@@ -263,6 +263,7 @@ def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: Ser
     w.wait_ready("keys")
     w.page.fill('input[name="name"]', "browser-made")
     w.page.fill('input[name="rpm"]', "100")
+    w.page.fill('input[name="mcp_tools"]', "calc_*, files_read_*")
     w.page.click("text=Create key")
     secret = w.page.locator("#new-key code").inner_text(timeout=10000)
     client = openai.OpenAI(base_url=console.url + "/v1", api_key=secret, max_retries=0)
@@ -270,14 +271,15 @@ def test_a_key_created_in_the_page_works_and_a_revoked_one_gets_401(console: Ser
         model="openai-chat--text", messages=[{"role": "user", "content": "hi"}], max_tokens=16
     ).choices
     row = w.page.locator('tr[data-key="browser-made"]')
+    assert row.locator("td.mcp-tools").inner_text() == "calc_*, files_read_*"  # the MCP tools it may call
     row.locator('input[name="rpm"]').fill("7")
+    row.locator('input[name="mcp_tools"]').fill("files_*")
     row.locator("text=Save").click()
     deadline = time.time() + 10
     while (
-        httpx.get(console.url + "/admin/keys/browser-made", headers={"authorization": f"Bearer {ADMIN}"}).json()["rpm"]
-        != 7
-    ):
-        assert time.time() < deadline, "the limit changed in the page is not the key's limit"
+        got := httpx.get(console.url + "/admin/keys/browser-made", headers={"authorization": f"Bearer {ADMIN}"}).json()
+    )["rpm"] != 7 or got["mcp_tools"] != ["files_*"]:
+        assert time.time() < deadline, "the limits changed in the page are not the key's limits"
         time.sleep(0.1)
     w.page.locator('tr[data-key="browser-made"] button.danger').click()
     w.page.wait_for_selector('tr[data-key="browser-made"]:has-text("revoked")', timeout=10000)

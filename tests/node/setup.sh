@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the pinned official Node SDKs (openai, @anthropic-ai/sdk, @google/genai) into
-# tests/node/node_modules (git-ignored by tests/node/.gitignore) for tests/node/test_node_sdks.py.
+# Install the pinned official Node SDKs (openai, @anthropic-ai/sdk, @google/genai, @modelcontextprotocol/sdk) into
+# tests/node/node_modules (git-ignored by tests/node/.gitignore) for tests/node/test_node_sdks.py and tests/mcp/test_mcp_node.py.
 # Skips (exit 0, with a message) when node >= 18 or npm is missing; the pytest wrapper then skips too.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -101,7 +101,8 @@ async function overviewPage() {
 
 const COLUMNS = [
   ["Time", (r) => fmt.time(r.ts)], ["Key", (r) => r.key ?? "–"], ["Caller", (r) => r.dialect], ["Route", (r) => r.route ?? "–"],
-  ["Target", (r) => (r.provider ? `${r.provider}/${r.upstream_model ?? ""}` : "–")], ["Model", (r) => r.model ?? "–"],
+  // an MCP tools/call (kind "mcp"): its server as the target, the tool as the model
+  ["Target", (r) => (r.kind === "mcp" ? `mcp:${r.server ?? "–"}` : r.provider ? `${r.provider}/${r.upstream_model ?? ""}` : "–")], ["Model", (r) => (r.kind === "mcp" ? `tool ${r.tool ?? r.model ?? "–"}` : r.model ?? "–")],
   ["Status", (r) => (r.error_kind ? `${r.status} ${r.error_kind}` : r.status)], ["TTFT", (r) => fmt.ms(r.ttfb_ms)],
   ["Duration", (r) => fmt.ms(r.duration_ms)], ["Tokens in/out", (r) => `${fmt.n(r.input_tokens)} / ${fmt.n(r.output_tokens)}`],
   ["Cost", (r) => (r.cache === "hit" ? `cache hit (saved ${fmt.usd(r.cost_saved_usd)})` : fmt.usd(r.cost_usd))], ["Stop", (r) => r.stop_reason ?? "–"],
@@ -228,10 +229,13 @@ async function keysPage() {
     h("label", {}, "Name", h("input", { name: "name", required: true, pattern: "[A-Za-z0-9._\\-]+", size: 16 })),
     h("label", {}, "Budget USD", h("input", { name: "budget_usd", type: "number", step: "0.01", min: "0", size: 8 })),
     h("label", {}, "RPM", h("input", { name: "rpm", type: "number", min: "1", size: 6 })),
+    h("label", {}, "MCP tools", h("input", { name: "mcp_tools", placeholder: "files_read_*, calc_*", size: 18 })),
     h("button", { type: "submit" }, "Create key"));
+  // "a, b" -> ["a", "b"]; empty -> null (no MCP tool)
+  const globs = (v) => { const list = v.split(",").map((g) => g.trim()).filter(Boolean); return list.length ? list : null; };
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
-    const body = Object.fromEntries([...new FormData(form)].filter(([, v]) => v !== "").map(([k, v]) => [k, k === "name" ? v : Number(v)]));
+    const body = Object.fromEntries([...new FormData(form)].filter(([, v]) => v !== "").map(([k, v]) => [k, k === "name" ? v : k === "mcp_tools" ? globs(v) : Number(v)]));
     const made = await api("/admin/keys", { method: "POST", body });
     const copy = h("button", { type: "button", onclick: () => navigator.clipboard?.writeText(made.key).catch(() => {}) }, "Copy");
     shown.replaceChildren(h("p", { class: "card", id: "new-key" }, `Key for ${made.name} (shown this once): `, h("code", { class: "secret" }, made.key), " ", copy));
@@ -252,17 +256,18 @@ async function keysPage() {
       const limits = h("form", { class: "limits", "aria-label": `limits of ${k.name}` },
         [["budget_usd", "Budget USD", "0.01"], ["rpm", "RPM", "1"], ["tpm", "TPM", "1"]].map(([f, label, step]) =>
           h("label", {}, label, h("input", { name: f, type: "number", min: "0", step, size: 7, value: k[f] ?? "" }))),
+        h("label", {}, "MCP tools", h("input", { name: "mcp_tools", size: 16, value: (k.mcp_tools || []).join(", "), placeholder: "none" })),
         h("button", { type: "submit" }, "Save"));
       limits.addEventListener("submit", async (e) => {
         e.preventDefault();
-        const body = Object.fromEntries([...new FormData(limits)].map(([f, v]) => [f, v === "" ? null : Number(v)]));
+        const body = Object.fromEntries([...new FormData(limits)].map(([f, v]) => [f, f === "mcp_tools" ? globs(v) : v === "" ? null : Number(v)]));
         await api(`/admin/keys/${encodeURIComponent(k.name)}`, { method: "PATCH", body });
         await renderList();
       });
-      return h("tr", { "data-key": k.name }, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", {}, bar, spend, when),
+      return h("tr", { "data-key": k.name }, h("th", { scope: "row" }, k.name), h("td", {}, (k.models || ["all"]).join(", ")), h("td", { class: "mcp-tools" }, (k.mcp_tools || ["none"]).join(", ")), h("td", {}, bar, spend, when),
         h("td", {}, k.revoked ? "–" : limits), h("td", {}, k.revoked ? "revoked" : revoke));
     });
-    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Models", "Spend / budget", "Limits", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
+    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Models", "MCP tools", "Spend / budget", "Limits", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
   }
   view.replaceChildren(h("h1", {}, "Keys"), form, shown, table);
   await renderList();
