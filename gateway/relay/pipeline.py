@@ -441,6 +441,7 @@ class Relay:
             if task is not None:
                 state.live_streams.discard(task)
             metrics.active_streams.dec()
+            _note_output_dropped(record, ctx, [])
         if record.error_kind:
             record.status = 200  # the HTTP status was 200; the failure is in error_kind
 
@@ -465,6 +466,7 @@ class Relay:
             await self._send_error(ex, err)
             return
         body = codec.encode_whole(reply, ctx)
+        ex.headers = _note_output_dropped(record, ctx, ex.headers)
         if kept is not None:
             await self._keep(ex)  # kept before the caller sees it, so an immediate repeat finds it
         if persist is not None:
@@ -524,6 +526,17 @@ def _note_dropped(record: AccessRecord, opened: Opened, headers: Headers) -> Hea
         return headers
     record.dropped = list(opened.dropped)
     return [*headers, (b"x-gateway-dropped", ", ".join(opened.dropped).encode())]
+
+
+def _note_output_dropped(record: AccessRecord, ctx: EncodeContext, headers: Headers) -> Headers:
+    """Output items the caller's dialect cannot express (gateway/dialects/items.py): in the log
+    line, and in ``x-gateway-dropped`` where the headers are still to be sent (a whole answer)."""
+    new = [name for name in ctx.dropped if name not in record.dropped]
+    if not new:
+        return headers
+    record.dropped = [*record.dropped, *new]
+    kept = [(k, v) for k, v in headers if k != b"x-gateway-dropped"]
+    return [*kept, (b"x-gateway-dropped", ", ".join(record.dropped).encode())]
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import arguments_object, log, new_id
+from gateway.dialects.items import drop_output
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -102,7 +103,9 @@ class GeminiStreamEncoder:
             return b""
         if isinstance(event, BlockStart):
             self._kinds[event.index] = event.kind
-            if event.kind == "tool_call":
+            if event.kind == "opaque":
+                drop_output(self._ctx, event.item)  # a server tool's item: no Gemini part
+            elif event.kind == "tool_call":
                 self._calls[event.index] = [event.id or f"call_{len(self._calls) + 1}", event.name or "", []]
             return b""
         if isinstance(event, BlockStop):

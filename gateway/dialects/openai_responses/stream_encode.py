@@ -29,6 +29,7 @@ import orjson
 from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output, same
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -65,6 +66,7 @@ class _Out:
         "part_open",
         "prefix",
         "open",
+        "item",
     )
 
     def __init__(self, kind: str, output_index: int, item_id: str) -> None:
@@ -79,6 +81,7 @@ class _Out:
         self.part_open = False  # thinking: reasoning_summary_part.added was sent
         self.prefix = b""
         self.open = True
+        self.item: dict[str, Any] | None = None  # an item written verbatim (kind "item")
 
 
 def _delta_prefix(event_type: str, item_id: str, output_index: int, extra: str) -> bytes:
@@ -154,8 +157,19 @@ class ResponsesStreamEncoder:
     def _block_start(self, ev: BlockStart) -> bytes:
         if ev.index in self._blocks:
             return b""
+        if ev.kind == "opaque" and not same(ev.origin, DIALECT):
+            drop_output(self._ctx, ev.item)  # its index maps to nothing
+            return b""
         oi = self._next_output
         self._next_output += 1
+        if ev.item is not None and same(ev.origin, DIALECT):  # the upstream's own item, verbatim
+            block = _Out("item", oi, str(ev.item.get("id") or ""))
+            block.item = ev.item
+            self._blocks[ev.index] = block
+            return self._frame(
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": oi, "item": ev.item},
+            )
         if ev.kind == "text":
             block = _Out("text", oi, new_id("msg_"))
             self._blocks[ev.index] = block
@@ -200,7 +214,7 @@ class ResponsesStreamEncoder:
 
     def _delta(self, index: int, text: str) -> bytes:
         block = self._blocks.get(index)
-        if block is None or not block.open or not text:
+        if block is None or not block.open or not text or block.item is not None:
             return b""
         out = b""
         if block.kind == "thinking" and not block.part_open:
@@ -227,6 +241,12 @@ class ResponsesStreamEncoder:
         block.open = False
         oi, item_id = block.output_index, block.item_id
         text = "".join(block.chunks)
+        if block.item is not None:
+            self._final[oi] = block.item
+            return self._frame(
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": oi, "item": block.item},
+            )
         if block.kind == "text":
             item = message_item(item_id, text)
             self._final[oi] = item

@@ -12,12 +12,14 @@ from typing import Any
 from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output
 from gateway.dialects.kit import as_list
 from gateway.events import End, Event, StreamError
 from gateway.ir import ChatRequest
 from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import error_type_code, kind_for_code
+from .items import client_call
 from .stop_reasons import COMPLETED, map_stop_reason, render_stop_reason
 from .stream_decode import tool_name
 from .usage import convert_usage, render_usage
@@ -81,6 +83,14 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             enc = item.get("encrypted_content") if isinstance(item.get("encrypted_content"), str) else None
             if text or enc:
                 reply.blocks.append(ReplyBlock("thinking", text, signature=enc or None))
+        else:  # kept whole, in its place (items.py): a client tool call is also a function call
+            call = client_call(item)
+            if call is not None:
+                saw_call = True
+                call_id, name, args = call
+                reply.blocks.append(ReplyBlock("tool_call", args, id=call_id, name=name, item=item, origin=DIALECT))
+            else:
+                reply.blocks.append(ReplyBlock("opaque", item=item, origin=DIALECT))
     usage = convert_usage(body.get("usage"))
     if usage is not None:
         reply.usage = usage
@@ -238,7 +248,11 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     namespaces = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
     output: list[dict[str, Any]] = []
     for block in reply.blocks:
-        if block.kind == "text":
+        if block.item is not None and block.origin == DIALECT:  # the upstream's own item, verbatim
+            output.append(block.item)
+        elif block.kind == "opaque":
+            drop_output(ctx, block.item)
+        elif block.kind == "text":
             output.append(message_item(new_id("msg_"), block.text))
         elif block.kind == "tool_call":
             output.append(

@@ -1,0 +1,49 @@
+"""Output and input items that only their own dialect can express, across dialects.
+
+A decoder keeps an item the IR has no kind for whole (``BlockStart.item`` / ``ToolCallPart.item`` /
+``OpaquePart``, with the dialect it is written in): a server tool's call or result, or a client
+tool call of a kind other than a function (a Responses ``custom_tool_call``, ``shell_call`` …). The
+encoder or builder of that dialect writes it back verbatim, in its place in the order; a client
+tool call reaches every other dialect as the function call its ``name`` / arguments spell; a
+server item has no counterpart there and is left out — and reported: ``output_item:<type>`` /
+``input_item:<type>`` in the access log's ``dropped`` (and the ``gateway_dropped_settings``
+metric), as a setting an upstream could not carry is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.dialects.base import EncodeContext
+from gateway.ir import ChatRequest, OpaquePart
+
+
+def item_type(item: dict[str, Any] | None) -> str:
+    """The item's own type name (``web_search_call``, ``server_tool_use`` …)."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    return kind if isinstance(kind, str) and kind else "unknown"
+
+
+def same(origin: str | None, dialect: str) -> bool:
+    """Whether an item of ``origin`` is written back verbatim by ``dialect``'s encoder/builder."""
+    return origin == dialect
+
+
+def drop_output(ctx: EncodeContext, item: dict[str, Any] | None) -> None:
+    """An output item this caller's dialect cannot express: left out, and named in ``dropped``."""
+    name = f"output_item:{item_type(item)}"
+    if name not in ctx.dropped:
+        ctx.dropped.append(name)
+
+
+def lost_items(req: ChatRequest, upstream_dialect: str) -> list[str]:
+    """The history's opaque items (server tools' calls and results) an upstream of another dialect
+    never receives: its builder leaves them out, reported as ``input_item:<type>``."""
+    lost: list[str] = []
+    for message in req.messages:
+        for part in message.content:
+            if isinstance(part, OpaquePart) and part.origin != upstream_dialect:
+                name = f"input_item:{item_type(part.item)}"
+                if name not in lost:
+                    lost.append(name)
+    return lost
