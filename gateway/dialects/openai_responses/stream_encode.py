@@ -166,9 +166,10 @@ class ResponsesStreamEncoder:
             block = _Out("item", oi, str(ev.item.get("id") or ""))
             block.item = ev.item
             self._blocks[ev.index] = block
+            added = {**ev.item, "status": "in_progress"} if "status" in ev.item else ev.item
             return self._frame(
                 "response.output_item.added",
-                {"type": "response.output_item.added", "output_index": oi, "item": ev.item},
+                {"type": "response.output_item.added", "output_index": oi, "item": added},
             )
         if ev.kind == "text":
             block = _Out("text", oi, new_id("msg_"))
