@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.dialects.base import EncodeContext
+from gateway.events import BlockStart, Event
 from gateway.ir import ChatRequest, OpaquePart
 
 
@@ -34,6 +35,15 @@ def drop_output(ctx: EncodeContext, item: dict[str, Any] | None) -> None:
     name = f"output_item:{item_type(item)}"
     if name not in ctx.dropped:
         ctx.dropped.append(name)
+
+
+def unshown(event: Event, dialect: str) -> str | None:
+    """The ``dropped`` name of an opaque block a caller of ``dialect`` cannot be shown (a server
+    item of another dialect: no encoder maps one), for an answer encoded once per reader (a
+    detached generation) rather than once per request; ``None`` for any other event."""
+    if type(event) is BlockStart and event.kind == "opaque" and event.origin != dialect:
+        return f"output_item:{item_type(event.item)}"
+    return None
 
 
 def lost_items(req: ChatRequest, upstream_dialect: str) -> list[str]:

@@ -24,10 +24,11 @@ from gateway.asgi import (
     send_json,
 )
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
+from gateway.dialects.items import unshown
 from gateway.dialects.registry import codec_for
 from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
-from gateway.events import End, Event, StreamError, Usage
+from gateway.events import BlockStart, End, Event, StreamError, Usage
 from gateway.ir import ChatRequest, Message
 from gateway.relay.attempts import AttemptsFailed, Opened, batches, open_upstream
 from gateway.relay.exchange import Attempt, Exchange, Headers
@@ -492,9 +493,14 @@ class SharedRecord:
         self.console = console  # the web console's ring (gateway.telemetry.recent.Recent), when [admin] is set
 
     def events(self, batch: list[Event]) -> None:
+        record = self.record
         for event in batch:
             if type(event) in _TRACKED:
-                _note_usage(self.record, event)
+                _note_usage(record, event)
+            elif type(event) is BlockStart:  # read by each follower: what none of them is shown
+                name = unshown(event, record.dialect)
+                if name is not None and name not in record.dropped:
+                    record.dropped = [*record.dropped, name]
 
     def hold(self) -> None:
         self.holders += 1
