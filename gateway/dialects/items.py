@@ -12,11 +12,12 @@ metric), as a setting an upstream could not carry is.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gateway.dialects.base import EncodeContext
 from gateway.events import BlockStart, Event
-from gateway.ir import ChatRequest, OpaquePart
+from gateway.ir import ChatRequest, Message, OpaquePart
 
 
 def item_type(item: dict[str, Any] | None) -> str:
@@ -46,14 +47,25 @@ def unshown(event: Event, dialect: str) -> str | None:
     return None
 
 
-def lost_items(req: ChatRequest, upstream_dialect: str) -> list[str]:
-    """The history's opaque items (server tools' calls and results) an upstream of another dialect
-    never receives: its builder leaves them out, reported as ``input_item:<type>``."""
+def without_lost_items(req: ChatRequest, upstream_dialect: str) -> tuple[ChatRequest, list[str]]:
+    """The request an upstream of ``upstream_dialect`` is built from, and what it never receives:
+    the history's opaque items of another dialect (server tools' calls and results), reported as
+    ``input_item:<type>``. They are taken out here, with a turn they leave empty (an assistant
+    turn that only searched), so no builder sends an empty message; ``req`` itself is unchanged."""
     lost: list[str] = []
+    messages: list[Message] = []
     for message in req.messages:
+        kept = [p for p in message.content if not (isinstance(p, OpaquePart) and p.origin != upstream_dialect)]
+        if len(kept) == len(message.content):
+            messages.append(message)
+            continue
         for part in message.content:
             if isinstance(part, OpaquePart) and part.origin != upstream_dialect:
                 name = f"input_item:{item_type(part.item)}"
                 if name not in lost:
                     lost.append(name)
-    return lost
+        if kept:
+            messages.append(Message(message.role, kept))
+    if not lost:
+        return req, []
+    return replace(req, messages=messages), lost
