@@ -298,3 +298,50 @@ def test_server_tool_blocks_sent_back_are_left_out_and_reported_for_another_upst
         "input_item:server_tool_use",
         "input_item:web_search_tool_result",
     }
+
+
+# --------------------------------------------------------------------------- guardrails
+
+MAILED = "*** Begin Patch\n*** Add File: text.txt\n+write to bob@example.com\n*** End Patch\n"
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[Gateway]:
+    upstream = ItemsUpstream(patch=MAILED)
+    with capture_access_log() as log, ServerThread(upstream) as up:
+        config = gateway_config(up.url)
+        config["guardrails"] = [{"name": "pii", "kind": "pii"}]
+        for route in config["routes"]:
+            if route["model"] == "openai-responses--*":
+                route["guardrails"] = ["pii"]
+        with ServerThread(create_app(Settings(**config))) as server:
+            yield Gateway(server.url, server.url, upstream, log)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_kept_item_is_redacted_like_any_answer(guarded: Gateway, stream: bool) -> None:
+    client = openai.OpenAI(base_url=guarded.url + "/v1", api_key="sk-caller", max_retries=0, timeout=20)
+    if stream:
+        output = None
+        for event in client.responses.create(model="openai-responses--items", input="text", stream=True):
+            if event.type == "response.completed":
+                output = event.response.output
+        assert output is not None
+    else:
+        output = client.responses.create(model="openai-responses--items", input="text").output
+    patch = output[2]
+    assert patch.type == "custom_tool_call"
+    assert patch.input == MAILED.replace("bob@example.com", "[REDACTED:email]")
+    assert patch.call_id == "call_patch"  # ids are not texts
+
+
+def test_a_kept_item_sent_back_is_redacted_like_any_request(guarded: Gateway) -> None:
+    client = openai.OpenAI(base_url=guarded.url + "/v1", api_key="sk-caller", max_retries=0, timeout=20)
+    sent_back = {**RESPONSES_ITEMS[2], "input": MAILED}
+    client.responses.create(
+        model="openai-responses--items",
+        input=[{"role": "user", "content": "text"}, sent_back],  # type: ignore[list-item]
+        store=False,
+    )
+    _, body = guarded.upstream.received[-1]
+    assert body["input"][1]["input"] == MAILED.replace("bob@example.com", "[REDACTED:email]")

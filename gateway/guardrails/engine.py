@@ -9,15 +9,15 @@ block and guardrail, held text is released before the block ends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.events import BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
+from gateway.events import BlockStart, BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
 from gateway.guardrails.pii import CHARSETS, RECOGNIZERS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
 from gateway.guardrails.webhook import Webhook
-from gateway.ir import ChatRequest, TextPart, ToolCallPart, ToolResultPart
+from gateway.ir import ChatRequest, OpaquePart, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolArgsDelta)
@@ -218,6 +218,24 @@ class RequestGuard:
                         return out
                 if text:
                     out.append(_with_text(event, text))
+            elif isinstance(event, BlockStart) and event.item is not None:
+                # an item kept whole (gateway/dialects/items.py): a caller of its dialect gets it
+                # verbatim, so its texts are checked here, at once
+                start = event
+                item = start.item
+                for g in self.guardrails:
+                    if not g.response or g.scanner is None:
+                        continue
+                    hits: list[Hit] = []
+                    item = _item_texts(item, lambda t, g=g, hits=hits: _redacted(g, t, hits))
+                    if hits:
+                        _note(self.acted, g, "response", hits)
+                        if g.action == "block":
+                            err = blocked(g, "answer")
+                            out.append(StreamError(err.kind, err.message, 400))
+                            self._stopped = True
+                            return out
+                out.append(replace(start, item=item))
             elif kind is BlockStop or kind is End or kind is StreamError:
                 indexes = [event.index] if kind is BlockStop else sorted({k[0] for k in self._streams})  # type: ignore[union-attr]
                 for index in indexes:
@@ -269,6 +287,28 @@ def _with_text(event: Any, text: str) -> Event:
     return type(event)(event.index, text)  # type: ignore[no-any-return]
 
 
+# an item's fields that are names and ids, not text a model or a person wrote
+_ITEM_IDS = frozenset({"type", "id", "call_id", "tool_use_id", "status", "encrypted_content", "signature"})
+
+
+def _item_texts(value: Any, apply: Any) -> Any:
+    """A kept item (``ToolCallPart.item``, ``BlockStart.item`` …) with ``apply`` run over its texts."""
+    if isinstance(value, str):
+        return apply(value)
+    if isinstance(value, dict):
+        return {k: v if k in _ITEM_IDS else _item_texts(v, apply) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_item_texts(v, apply) for v in value]
+    return value
+
+
+def _redacted(g: Guardrail, text: str, hits: list[Hit]) -> str:
+    assert g.scanner is not None
+    out, found = g.scanner.redact(text)
+    hits.extend(found)
+    return out if found and g.action == "redact" else text
+
+
 def _walk(req: ChatRequest, apply: Any) -> None:
     for part in req.system:
         part.text = apply(part.text)
@@ -278,7 +318,13 @@ def _walk(req: ChatRequest, apply: Any) -> None:
                 p.text = apply(p.text)
             elif isinstance(p, ToolCallPart):
                 p.arguments = apply(p.arguments)
+                if p.item is not None:  # sent verbatim to an upstream of its dialect
+                    p.item = _item_texts(p.item, apply)
             elif isinstance(p, ToolResultPart):
                 for c in p.content:
                     if isinstance(c, TextPart):
                         c.text = apply(c.text)
+                if p.item is not None:
+                    p.item = _item_texts(p.item, apply)
+            elif isinstance(p, OpaquePart):
+                p.item = _item_texts(p.item, apply)

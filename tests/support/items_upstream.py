@@ -142,14 +142,16 @@ INTERACTIONS_STEPS: list[dict[str, Any]] = [
 INTERACTIONS_SERVER = ["google_search_call", "google_search_result"]
 
 
-def responses_whole(model: str) -> dict[str, Any]:
+def responses_whole(model: str, patch: str = PATCH) -> dict[str, Any]:
+    output = copy.deepcopy(RESPONSES_ITEMS)
+    output[2]["input"] = patch
     return {
         "id": "resp_items",
         "object": "response",
         "created_at": 1764800000,
         "status": "completed",
         "model": model,
-        "output": copy.deepcopy(RESPONSES_ITEMS),
+        "output": output,
         "usage": {
             "input_tokens": 40,
             "input_tokens_details": {"cached_tokens": 0},
@@ -300,8 +302,9 @@ def interactions_stream(whole: dict[str, Any]) -> bytes:
 class ItemsUpstream:
     """The ASGI app: Responses, Anthropic and Interactions upstreams answering the item scenarios."""
 
-    def __init__(self) -> None:
+    def __init__(self, patch: str = PATCH) -> None:
         self.received: list[tuple[str, dict[str, Any]]] = []
+        self.patch = patch  # the custom_tool_call's input
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         raw = await read_request(scope, receive, send)
@@ -312,7 +315,7 @@ class ItemsUpstream:
         self.received.append((path, body))
         model = str(body.get("model", ""))
         if path.endswith("/responses"):
-            whole, streamed = responses_whole(model), responses_stream
+            whole, streamed = responses_whole(model, self.patch), responses_stream
         elif path.endswith("/messages"):
             whole, streamed = anthropic_whole(model), anthropic_stream
         elif path.endswith("/interactions"):
