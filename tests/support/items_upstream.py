@@ -26,7 +26,22 @@ RESPONSES_ITEMS: list[dict[str, Any]] = [
         "type": "message",
         "status": "completed",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": "On it.", "annotations": [], "logprobs": []}],
+        "content": [
+            {
+                "type": "output_text",
+                "text": "On it.",
+                "annotations": [
+                    {
+                        "type": "url_citation",
+                        "start_index": 0,
+                        "end_index": 6,
+                        "url": "https://example.com/text",
+                        "title": "text",
+                    }
+                ],
+                "logprobs": [],
+            }
+        ],
     },
     {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "text"}},
     {
@@ -120,7 +135,19 @@ ANTHROPIC_BLOCKS: list[dict[str, Any]] = [
         "is_error": False,
         "content": [{"type": "text", "text": "found"}],
     },
-    {"type": "text", "text": " Done."},
+    {
+        "type": "text",
+        "text": " Done.",
+        "citations": [
+            {
+                "type": "web_search_result_location",
+                "url": "https://example.com/text",
+                "title": "text",
+                "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm",
+                "cited_text": "text",
+            }
+        ],
+    },
 ]
 ANTHROPIC_SERVER = [
     "server_tool_use",
@@ -263,6 +290,9 @@ def anthropic_stream(whole: dict[str, Any]) -> bytes:
                     {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
                 )
             )
+            for citation in block.get("citations") or []:
+                delta = {"type": "citations_delta", "citation": citation}
+                out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
             delta = {"type": "text_delta", "text": block["text"]}
             out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
         elif block["type"] == "server_tool_use":  # its input streamed (the SDK accumulates it)

@@ -205,8 +205,10 @@ class AnthropicStreamEncoder:
         block.index = index
         self._open = block
         dtype, field = _DELTA.get(block.kind, (b"text_delta", b"text"))
-        if block.item is not None:
-            content: dict[str, object] = block.item
+        if block.item is not None and block.kind == "text":  # a cited text: its text as deltas
+            content: dict[str, object] = {**block.item, "text": ""}
+        elif block.item is not None:
+            content = block.item
             dtype, field = _DELTA["tool_call"]
         elif block.kind == "tool_call":
             content = {

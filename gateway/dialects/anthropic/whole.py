@@ -53,7 +53,9 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             continue
         btype = block.get("type")
         if btype == "text":
-            events.append(BlockStart(index, "text"))
+            # with its citations (web search, documents): the block kept, its text the deltas'
+            cited = block if block.get("citations") else None
+            events.append(BlockStart(index, "text", item=cited, origin=DIALECT if cited else None))
             text = _str(block.get("text"))
             if text:
                 events.append(TextDelta(index, text))
@@ -91,7 +93,9 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     for block in reply.blocks:
         if block.item is not None and block.origin == DIALECT:  # the upstream's own block, verbatim
             item = block.item
-            if block.text:  # its input, streamed (input_json_delta)
+            if block.kind == "text":  # a cited text: the text as the events say (guardrails …)
+                item = {**item, "text": block.text}
+            elif block.text:  # its input, streamed (input_json_delta)
                 item = {**item, "input": arguments_object(block.text)}
             content.append(item)
         elif block.kind == "opaque":

@@ -67,6 +67,7 @@ class _Out:
         "prefix",
         "open",
         "item",
+        "part",
     )
 
     def __init__(self, kind: str, output_index: int, item_id: str) -> None:
@@ -82,6 +83,7 @@ class _Out:
         self.prefix = b""
         self.open = True
         self.item: dict[str, Any] | None = None  # an item written verbatim (kind "item")
+        self.part: dict[str, Any] | None = None  # a text's own output_text part (its annotations)
 
 
 def _delta_prefix(event_type: str, item_id: str, output_index: int, extra: str) -> bytes:
@@ -162,7 +164,7 @@ class ResponsesStreamEncoder:
             return b""
         oi = self._next_output
         self._next_output += 1
-        if ev.item is not None and same(ev.origin, DIALECT):  # the upstream's own item, verbatim
+        if ev.item is not None and same(ev.origin, DIALECT) and ev.kind != "text":  # the upstream's own item, verbatim
             block = _Out("item", oi, str(ev.item.get("id") or ""))
             block.item = ev.item
             self._blocks[ev.index] = block
@@ -174,6 +176,8 @@ class ResponsesStreamEncoder:
         if ev.kind == "text":
             block = _Out("text", oi, new_id("msg_"))
             self._blocks[ev.index] = block
+            if ev.item is not None and same(ev.origin, DIALECT):  # an annotated part: written at its end
+                block.part = ev.item
             block.prefix = _delta_prefix("response.output_text.delta", block.item_id, oi, ',"content_index":0')
             item = {"id": block.item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
             return self._frame(
@@ -249,7 +253,7 @@ class ResponsesStreamEncoder:
                 {"type": "response.output_item.done", "output_index": oi, "item": block.item},
             )
         if block.kind == "text":
-            item = message_item(item_id, text)
+            item = message_item(item_id, text, part=block.part)
             self._final[oi] = item
             return (
                 self._frame(

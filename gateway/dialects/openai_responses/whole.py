@@ -61,7 +61,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
                         else None
                     )
                     if isinstance(part_text, str):
-                        reply.blocks.append(ReplyBlock("text", part_text))
+                        # with its annotations (web search's url_citation …): the part kept,
+                        # its text the block's
+                        cited = part if part_type == "output_text" and part.get("annotations") else None
+                        reply.blocks.append(
+                            ReplyBlock("text", part_text, item=cited, origin=DIALECT if cited else None)
+                        )
         elif item_type == "function_call":
             saw_call = True
             args = item.get("arguments")
@@ -166,14 +171,15 @@ def response_object(ctx: EncodeContext, resp_id: str, created_at: int, status: s
     }
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "type": "message",
-        "status": status,
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
-    }
+def message_item(
+    item_id: str, text: str, status: str = "completed", part: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``message`` item of one ``output_text`` part; ``part``: a Responses upstream's own part
+    (its annotations kept), with ``text``."""
+    content = (
+        {**part, "text": text} if part else {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    )
+    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": [content]}
 
 
 def call_item(
@@ -248,7 +254,9 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     namespaces = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
     output: list[dict[str, Any]] = []
     for block in reply.blocks:
-        if block.item is not None and block.origin == DIALECT:  # the upstream's own item, verbatim
+        if block.kind == "text" and block.item is not None and block.origin == DIALECT:
+            output.append(message_item(new_id("msg_"), block.text, part=block.item))  # an annotated text
+        elif block.item is not None and block.origin == DIALECT:  # the upstream's own item, verbatim
             output.append(block.item)
         elif block.kind == "opaque":
             drop_output(ctx, block.item)
