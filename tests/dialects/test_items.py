@@ -9,7 +9,10 @@ from gateway.dialects.items import unshown, without_lost_items
 from gateway.dialects.openai_responses.items import client_call, client_result
 from gateway.dialects.registry import codec_for
 from gateway.events import BlockStart
+from gateway.framing.sse import SSEDecoder
 from gateway.ir import OpaquePart, ToolCallPart
+from gateway.reply import fold
+from tests.support.event_contract import check_events
 
 
 def test_every_client_tool_call_kind_is_a_function_call_with_its_call_id() -> None:
@@ -82,3 +85,39 @@ def test_a_foreign_opaque_block_is_unshown() -> None:
     assert unshown(block, "anthropic") == "output_item:web_search_call"
     assert unshown(block, "openai-responses") is None
     assert unshown(BlockStart(0, "text"), "anthropic") is None
+
+
+def _responses_stream(*events: dict[str, object]) -> list[object]:
+    decoder = codec_for("openai-responses").stream_decoder()
+    body = b"".join(b"event: " + str(e["type"]).encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
+    out: list[object] = []
+    for frame in SSEDecoder().feed(body):
+        out += decoder.feed(frame)
+    return out
+
+
+def test_a_responses_stream_keeps_each_item_whole_at_its_done_or_at_the_end() -> None:
+    call = {
+        "id": "ctc",
+        "type": "custom_tool_call",
+        "status": "completed",
+        "call_id": "c1",
+        "name": "apply_patch",
+        "input": "p",
+    }
+    search = {"id": "ws", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
+    head = {"id": "r", "model": "text", "output": []}
+    events = _responses_stream(
+        {"type": "response.created", "response": head},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**call, "input": ""}},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "item_id": "ctc", "delta": "p"},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+        {"type": "response.output_item.added", "output_index": 1, "item": {**search, "status": "in_progress"}},
+        # no output_item.done for the search: the completed response's output says it
+        {"type": "response.completed", "response": {**head, "status": "completed", "output": [call, search]}},
+    )
+    check_events(events)  # type: ignore[arg-type]
+    reply = fold(events)  # type: ignore[arg-type]
+    assert [(b.kind, b.item) for b in reply.blocks] == [("tool_call", call), ("opaque", search)]
+    assert reply.blocks[0].name == "apply_patch" and orjson.loads(reply.blocks[0].text) == {"input": "p"}
+    assert reply.end is not None and reply.end.reason == "tool_use"

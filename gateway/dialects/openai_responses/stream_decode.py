@@ -405,6 +405,11 @@ class ResponsesStreamDecoder:
 
     def _finish(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finished = True
+        output = as_list(as_dict(data.get("response")).get("output"))
+        for idx, item in self._items.items():  # a kept item whose output_item.done never came
+            final = output[idx] if 0 <= idx < len(output) else None
+            if item.kind == "other" and not item.closed and isinstance(final, dict):
+                self._kept_item(item, final, out)
         self._close_all(out)
         response = data.get("response")
         usage = convert_usage(response.get("usage")) if isinstance(response, dict) else None
