@@ -184,23 +184,27 @@ def test_anthropic_server_tool_blocks_are_reported_dropped_elsewhere(gw: Gateway
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 def test_google_search_steps_reach_an_interactions_caller(gw: Gateway, stream: bool) -> None:
-    client = gemini_client(gw.url)
     kwargs: dict[str, Any] = {"model": "gemini-interactions--search", "input": "text", "store": False}
-    if stream:
-        steps: list[dict[str, Any]] = []
+    for url in (gw.url, gw.plain):  # forwarded frames, and re-encoded ones
+        client = gemini_client(url)
+        if not stream:
+            interaction = client.interactions.create(**kwargs)
+            assert [s.model_dump(mode="json", exclude_none=True) for s in interaction.steps or []] == INTERACTIONS_STEPS
+            continue
+        steps: dict[int, dict[str, Any]] = {}
         text = ""
         for event in client.interactions.create(stream=True, **kwargs):
             if event.event_type == "step.start":
-                steps.append(event.step.model_dump(mode="json", exclude_none=True))
+                steps[event.index] = event.step.model_dump(mode="json", exclude_none=True, exclude_unset=True)
             elif event.event_type == "step.delta" and event.delta.type == "text":
                 text += event.delta.text
-        assert steps[:2] == INTERACTIONS_STEPS[:2]
-        assert [s["type"] for s in steps] == [s["type"] for s in INTERACTIONS_STEPS]
+            elif event.event_type == "step.delta":  # a server step's content, as a client reads it
+                delta = event.delta.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+                steps[event.index].update((k, v) for k, v in delta.items() if k != "type")
+        got = [steps[i] for i in sorted(steps)]
+        assert got[:2] == INTERACTIONS_STEPS[:2], url
+        assert [s["type"] for s in got] == [s["type"] for s in INTERACTIONS_STEPS]
         assert text == "Searched: text."
-    else:
-        interaction = client.interactions.create(**kwargs)
-        got = [s.model_dump(mode="json", exclude_none=True) for s in interaction.steps or []]
-        assert got == INTERACTIONS_STEPS
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])

@@ -5,7 +5,7 @@ Each answer is written once, as the provider's whole object (``WHOLE[dialect][sc
 object by the provider's own event sequence (Responses ``output_item.added`` / ``.done`` per item,
 a ``custom_tool_call``'s input as ``custom_tool_call_input.delta``; Anthropic ``content_block_start``
 with a ``server_tool_use``'s input as ``input_json_delta``; Interactions ``step.start`` /
-``step.stop``). The scenario is the part of the model name after ``--``. Every request body is kept
+``step.stop``, a server step's content in a ``step.delta`` of its type). The scenario is the part of the model name after ``--``. Every request body is kept
 in ``received``.
 """
 
@@ -162,7 +162,8 @@ INTERACTIONS_STEPS: list[dict[str, Any]] = [
     {
         "type": "google_search_result",
         "call_id": "gs_1",
-        "result": [{"url": "https://example.com/text", "title": "text", "rendered_content": "<div>text</div>"}],
+        "result": [{"search_suggestions": "<div class='text'>text</div>"}],
+        "signature": "c2lnbmF0dXJl",
     },
     {"type": "model_output", "content": [{"type": "text", "text": "Searched: text."}]},
 ]
@@ -321,8 +322,11 @@ def interactions_stream(whole: dict[str, Any]) -> bytes:
         if step["type"] == "model_output":
             out.append(ev("step.start", {"index": i, "step": {"type": "model_output"}}))
             out.append(ev("step.delta", {"index": i, "delta": {"type": "text", "text": step["content"][0]["text"]}}))
-        else:
-            out.append(ev("step.start", {"index": i, "step": step}))
+        else:  # a server tool's step: its shell, then its content as one delta of its type
+            shell = {k: v for k, v in step.items() if k in ("type", "id", "call_id", "search_type")}
+            rest = {k: v for k, v in step.items() if k not in shell}
+            out.append(ev("step.start", {"index": i, "step": shell}))
+            out.append(ev("step.delta", {"index": i, "delta": {"type": step["type"], **rest}}))
         out.append(ev("step.stop", {"index": i}))
     done = {k: v for k, v in whole.items() if k != "steps"}
     out.append(ev("interaction.completed", {"interaction": done}))
