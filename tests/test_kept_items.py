@@ -40,6 +40,8 @@ from tests.support.fake_upstream import ServerThread
 from tests.support.items_upstream import (
     ANTHROPIC_BLOCKS,
     ANTHROPIC_SERVER,
+    GEMINI_PARTS,
+    GEMINI_SERVER,
     INTERACTIONS_SERVER,
     INTERACTIONS_STEPS,
     PATCH,
@@ -53,6 +55,7 @@ OTHERS = {
     "openai-responses": ["anthropic", "openai-chat", "gemini", "gemini-interactions"],
     "anthropic": ["openai-chat", "openai-responses", "gemini", "gemini-interactions"],
     "gemini-interactions": ["anthropic", "openai-chat", "openai-responses", "gemini"],
+    "gemini": ["anthropic", "openai-chat", "openai-responses", "gemini-interactions"],
 }
 
 
@@ -215,6 +218,33 @@ def test_google_search_steps_are_reported_dropped_elsewhere(gw: Gateway, caller:
     out = CALLERS[caller](gw.url, model, "text", stream)
     assert out.text == "Searched: text."
     assert set(dropped(gw, model, stream, since)) >= {f"output_item:{t}" for t in INTERACTIONS_SERVER}
+
+
+# --------------------------------------------------------------------------- Gemini upstream
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_code_execution_and_image_parts_reach_a_gemini_caller(gw: Gateway, stream: bool) -> None:
+    for url in (gw.url, gw.plain):  # forwarded frames, and re-encoded ones
+        client = gemini_client(url)
+        if stream:
+            chunks = client.models.generate_content_stream(model="gemini--code", contents="text")
+            parts = [p for c in chunks for cand in c.candidates or [] for p in (cand.content.parts or [])]
+        else:
+            answer = client.models.generate_content(model="gemini--code", contents="text")
+            parts = list(answer.candidates[0].content.parts or [])  # type: ignore[index, union-attr]
+        got = [p.model_dump(mode="json", exclude_none=True, by_alias=True) for p in parts]
+        assert [p for p in got if p != {"text": ""}] == GEMINI_PARTS, url  # (a stream's end chunk: no text)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("caller", OTHERS["gemini"])
+def test_code_execution_and_image_parts_are_reported_dropped_elsewhere(gw: Gateway, caller: str, stream: bool) -> None:
+    model = "gemini--code"
+    since = len(gw.log.lines)
+    out = CALLERS[caller](gw.url, model, "text", stream)
+    assert out.text.replace("\n", "") == "Running code.Ran it."
+    assert set(dropped(gw, model, stream, since)) >= {f"output_item:{t}" for t in GEMINI_SERVER}
 
 
 # --------------------------------------------------------------------------- the request side

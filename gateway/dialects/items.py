@@ -21,9 +21,14 @@ from gateway.ir import ChatRequest, Message, OpaquePart
 
 
 def item_type(item: dict[str, Any] | None) -> str:
-    """The item's own type name (``web_search_call``, ``server_tool_use`` …)."""
-    kind = item.get("type") if isinstance(item, dict) else None
-    return kind if isinstance(kind, str) and kind else "unknown"
+    """The item's own type name (``web_search_call``, ``server_tool_use`` …); an item without a
+    ``type`` (a Gemini part) is named by its first field (``executableCode``)."""
+    if not isinstance(item, dict):
+        return "unknown"
+    kind = item.get("type")
+    if isinstance(kind, str) and kind:
+        return kind
+    return next((k for k in item if k not in ("thought", "thoughtSignature")), "unknown")
 
 
 def same(origin: str | None, dialect: str) -> bool:

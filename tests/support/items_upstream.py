@@ -169,6 +169,15 @@ INTERACTIONS_STEPS: list[dict[str, Any]] = [
 ]
 INTERACTIONS_SERVER = ["google_search_call", "google_search_result"]
 
+GEMINI_PARTS: list[dict[str, Any]] = [
+    {"text": "Running code."},
+    {"executableCode": {"language": "PYTHON", "code": "print('text')"}},
+    {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "text\n"}},
+    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+    {"text": "Ran it."},
+]
+GEMINI_SERVER = ["executableCode", "codeExecutionResult", "inlineData"]
+
 
 def responses_whole(model: str, patch: str = PATCH) -> dict[str, Any]:
     output = copy.deepcopy(RESPONSES_ITEMS)
@@ -224,6 +233,35 @@ def interactions_whole(model: str) -> dict[str, Any]:
         "object": "interaction",
         "model": model,
     }
+
+
+def gemini_whole(model: str) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": copy.deepcopy(GEMINI_PARTS)}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 30, "totalTokenCount": 70},
+        "modelVersion": model,
+        "responseId": "gem_items",
+    }
+
+
+def gemini_stream(whole: dict[str, Any]) -> bytes:
+    """One chunk per part, the finish reason and usage on the last (Gemini's SSE, CRLF-separated)."""
+    parts = whole["candidates"][0]["content"]["parts"]
+    out = []
+    for i, part in enumerate(parts):
+        cand: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        chunk: dict[str, Any] = {
+            "candidates": [cand],
+            "modelVersion": whole["modelVersion"],
+            "responseId": whole["responseId"],
+        }
+        if i == len(parts) - 1:
+            cand["finishReason"] = "STOP"
+            chunk["usageMetadata"] = whole["usageMetadata"]
+        out.append(b"data: " + orjson.dumps(chunk) + b"\r\n\r\n")
+    return b"".join(out)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -352,6 +390,14 @@ class ItemsUpstream:
             whole, streamed = responses_whole(model, self.patch), responses_stream
         elif path.endswith("/messages"):
             whole, streamed = anthropic_whole(model), anthropic_stream
+        elif ":generateContent" in path or ":streamGenerateContent" in path:
+            model = path.split("/models/", 1)[1].rsplit(":", 1)[0]
+            whole = gemini_whole(model)
+            if ":streamGenerateContent" in path:
+                await _send(send, "text/event-stream", gemini_stream(whole))
+            else:
+                await _send(send, "application/json", orjson.dumps(whole))
+            return
         elif path.endswith("/interactions"):
             whole, streamed = interactions_whole(model), interactions_stream
         elif path.endswith("/chat/completions"):  # a tool result turn's answer

@@ -45,6 +45,8 @@ from .errors import error_object, status_name
 from .sigs import to_caller
 from .whole import shows_thoughts
 
+DIALECT = "gemini"
+
 _HEAD = b'data: {"candidates":[{"content":{"parts":['
 _MID = b'],"role":"model"},"index":0}]'
 _END = b"}\r\n\r\n"
@@ -103,6 +105,8 @@ class GeminiStreamEncoder:
             return b""
         if isinstance(event, BlockStart):
             self._kinds[event.index] = event.kind
+            if event.item is not None and event.origin == DIALECT:  # the upstream's own part, verbatim
+                return self._chunk(dict(event.item))
             if event.kind == "opaque":
                 drop_output(self._ctx, event.item)  # a server tool's item: no Gemini part
             elif event.kind == "tool_call":

@@ -54,7 +54,9 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     thoughts = shows_thoughts(ctx)
     for block in reply.blocks:
         part: dict[str, Any] | None = None
-        if block.kind == "opaque":
+        if block.item is not None and block.origin == DIALECT:  # the upstream's own part, verbatim
+            part = dict(block.item)
+        elif block.kind == "opaque":
             drop_output(ctx, block.item)  # a server tool's item: no Gemini part
         elif block.kind == "text":
             part = {"text": block.text} if block.text or sig else None
