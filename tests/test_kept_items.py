@@ -381,3 +381,28 @@ def test_a_kept_item_sent_back_is_redacted_like_any_request(guarded: Gateway) ->
     )
     _, body = guarded.upstream.received[-1]
     assert body["input"][1]["input"] == MAILED.replace("bob@example.com", "[REDACTED:email]")
+
+
+GEMINI_HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "parts": [{"text": "text"}]},
+    {"role": "model", "parts": GEMINI_PARTS[:3]},
+    {"role": "user", "parts": [{"text": "more"}]},
+]
+
+
+def test_code_execution_parts_sent_back_reach_a_gemini_upstream_verbatim(gw: Gateway) -> None:
+    client = gemini_client(gw.url)  # (held: a collected client closes its connection)
+    client.models.generate_content(model="gemini--code", contents=GEMINI_HISTORY)  # type: ignore[arg-type]
+    path, body = gw.upstream.received[-1]
+    assert ":generateContent" in path
+    assert body["contents"][1]["parts"] == GEMINI_PARTS[:3]
+
+
+def test_google_search_steps_sent_back_reach_an_interactions_upstream_verbatim(gw: Gateway) -> None:
+    steps = [{"type": "user_input", "content": [{"type": "text", "text": "text"}]}, *INTERACTIONS_STEPS]
+    steps.append({"type": "user_input", "content": [{"type": "text", "text": "more"}]})
+    client = gemini_client(gw.url)
+    client.interactions.create(model="gemini-interactions--search", input=steps, store=False)  # type: ignore[arg-type]
+    path, body = gw.upstream.received[-1]
+    assert path.endswith("/interactions")
+    assert body["input"][1:3] == INTERACTIONS_STEPS[:2]
