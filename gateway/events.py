@@ -27,9 +27,12 @@ Token meanings in ``Usage`` (one canonical reading; each codec converts at its e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-BlockKind = Literal["text", "tool_call", "thinking", "redacted_thinking"]
+# ``opaque``: an output item the IR has no kind for (a server tool's call or result: Anthropic's
+# ``server_tool_use`` / ``web_search_tool_result``, Responses' ``web_search_call`` / ``mcp_call``,
+# an Interactions ``google_search_call`` step …), carried whole in ``BlockStart.item``.
+BlockKind = Literal["text", "tool_call", "thinking", "redacted_thinking", "opaque"]
 
 # Normalised stop reasons. ``End.raw_reason`` keeps the provider's own value.
 StopReason = Literal["stop", "length", "tool_use", "content_filter", "refusal", "pause", "error"]
@@ -52,6 +55,15 @@ class BlockStart:
     # tool-search tool): a caller of another dialect declared the bare name and gets it; only a
     # Responses encoder writes the namespace back.
     namespace: str | None = None
+    # The upstream's own item (JSON object) and the dialect it is written in: an ``opaque`` block's
+    # whole content, or a tool call of a kind other than a function (a Responses ``custom_tool_call``,
+    # ``shell_call`` …: ``name`` / deltas then say it as a function call for other callers). The
+    # encoder of ``origin``'s dialect writes it back verbatim, in its place; other encoders map a
+    # tool call and report an opaque block in the access log's ``dropped``
+    # (``gateway.dialects.items``). Deltas of an opaque block (Anthropic's ``input_json_delta`` of a
+    # ``server_tool_use``) are ``ToolArgsDelta``s: the item's input, streamed.
+    item: dict[str, Any] | None = None
+    origin: str | None = None
 
 
 @dataclass(slots=True)

@@ -59,6 +59,11 @@ class ToolCallPart:
     id: str
     name: str
     arguments: str = "{}"  # JSON text of an object
+    # A call of a kind other than a function (a Responses ``custom_tool_call``, ``shell_call`` …):
+    # the caller's item as sent, and its dialect; a builder of ``origin``'s dialect sends ``item``
+    # verbatim, others the function call ``name`` / ``arguments`` say (gateway/dialects/items.py).
+    item: dict[str, Any] | None = None
+    origin: str | None = None
 
 
 @dataclass(slots=True)
@@ -67,6 +72,18 @@ class ToolResultPart:
     content: list[TextPart | ImagePart | FilePart] = field(default_factory=list)
     is_error: bool = False
     name: str | None = None  # the called tool's name, when the dialect says (Gemini needs it)
+    item: dict[str, Any] | None = None  # the caller's own result item (``ToolCallPart.item``)
+    origin: str | None = None
+
+
+@dataclass(slots=True)
+class OpaquePart:
+    """An item of the caller's dialect the IR has no part for (a server tool's call or result sent
+    back in the history: a Responses ``web_search_call``, an Anthropic ``server_tool_use`` …).
+    A builder of ``origin``'s dialect sends ``item`` verbatim, in its place; others leave it out."""
+
+    item: dict[str, Any]
+    origin: str
 
 
 @dataclass(slots=True)
@@ -77,7 +94,7 @@ class ThinkingPart:
     redacted_data: str | None = None  # Anthropic redacted_thinking payload (opaque)
 
 
-Part = TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ThinkingPart
+Part = TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ThinkingPart | OpaquePart
 
 
 @dataclass(slots=True)

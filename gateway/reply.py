@@ -9,6 +9,7 @@ so the pipeline after them is the streaming one and this stays the only accumula
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.events import (
     BlockKind,
@@ -35,6 +36,8 @@ class ReplyBlock:
     signature: str | None = None
     data: str | None = None  # redacted_thinking payload
     namespace: str | None = None  # a tool call's namespace (BlockStart.namespace)
+    item: dict[str, Any] | None = None  # the upstream's own item (BlockStart.item)
+    origin: str | None = None  # the dialect ``item`` is written in
 
     @property
     def arguments(self) -> str:
@@ -74,7 +77,15 @@ class ReplyBuilder:
             if block is not None:
                 block.text += event.fragment
         elif isinstance(event, BlockStart):
-            block = ReplyBlock(event.kind, id=event.id, name=event.name, data=event.data, namespace=event.namespace)
+            block = ReplyBlock(
+                event.kind,
+                id=event.id,
+                name=event.name,
+                data=event.data,
+                namespace=event.namespace,
+                item=event.item,
+                origin=event.origin,
+            )
             self._by_index[event.index] = block
             r.blocks.append(block)
         elif isinstance(event, SignatureDelta):
@@ -107,13 +118,15 @@ def unfold(reply: Reply) -> list[Event]:
     """The events of a whole reply, in stream order (used by whole-body decoders and the demo)."""
     events: list[Event] = [MessageStart(reply.id, reply.model)]
     for index, block in enumerate(reply.blocks):
-        events.append(BlockStart(index, block.kind, block.id, block.name, block.data, block.namespace))
+        events.append(
+            BlockStart(index, block.kind, block.id, block.name, block.data, block.namespace, block.item, block.origin)
+        )
         if block.text:
             if block.kind == "text":
                 events.append(TextDelta(index, block.text))
             elif block.kind == "thinking":
                 events.append(ThinkingDelta(index, block.text))
-            elif block.kind == "tool_call":
+            elif block.kind in ("tool_call", "opaque"):
                 events.append(ToolArgsDelta(index, block.text))
         if block.signature:
             events.append(SignatureDelta(index, block.signature))

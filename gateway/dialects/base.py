@@ -134,6 +134,9 @@ class EncodeContext:
     upstream_dialect: str  # origin of signatures in the events
     request: ChatRequest
     response_id: str | None = None  # stateful dialects: the id the gateway stores this answer under
+    # output items the encoder could not express (``gateway.dialects.items.drop_output``): the
+    # relay adds them to the access log's ``dropped`` once the answer is encoded
+    dropped: list[str] = field(default_factory=list)
 
 
 class StreamDecoder(Protocol):

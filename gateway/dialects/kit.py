@@ -166,6 +166,8 @@ class Blocks:
         name: str | None = None,
         data: str | None = None,
         namespace: str | None = None,
+        item: dict[str, Any] | None = None,
+        origin: str | None = None,
     ) -> int:
         """Open the next block under ``key`` (a block still open under the same key is stopped
         first: one key names one open block); its index."""
@@ -177,7 +179,7 @@ class Blocks:
         elif key in live:
             out.append(BlockStop(live.pop(key)))
         live[key] = index
-        out.append(BlockStart(index, kind, id, name, data, namespace))
+        out.append(BlockStart(index, kind, id, name, data, namespace, item, origin))
         return index
 
     def stop(self, key: Hashable, out: list[Event]) -> None:

@@ -11,15 +11,15 @@ ends; ``filter_async`` adds the webhooks, which judge each block whole when it e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.events import BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
+from gateway.events import BlockStart, BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
 from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
 from gateway.guardrails.webhook import Webhook
-from gateway.ir import ChatRequest, Message, TextPart, ToolCallPart, ToolResultPart
+from gateway.ir import ChatRequest, Message, OpaquePart, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
 
 
@@ -262,6 +262,12 @@ class RequestGuard:
                 text = event.text  # type: ignore[union-attr]
             elif kind is ToolArgsDelta:
                 text = event.fragment  # type: ignore[union-attr]
+            elif kind is BlockStart and event.item is not None:  # type: ignore[union-attr]
+                # an item kept whole (gateway/dialects/items.py): a caller of its dialect gets it
+                # verbatim, so its texts are checked here, at once
+                if self._check_item(event, out):  # type: ignore[arg-type]
+                    return out
+                continue
             else:
                 if (kind is BlockStop or kind is End or kind is StreamError) and blocks:
                     if self._release(event.index if kind is BlockStop else None, out):  # type: ignore[union-attr]
@@ -284,6 +290,24 @@ class RequestGuard:
                     event.text = text  # type: ignore[union-attr]
                 append(event)
         return out
+
+    def _check_item(self, start: BlockStart, out: list[Event]) -> bool:
+        """A kept item's texts through the scanning guardrails; True when one blocks the answer."""
+        item = start.item
+        for g in self.guardrails:
+            if not g.response or g.scanner is None:
+                continue
+            hits: list[Hit] = []
+            item = _item_texts(item, lambda t, g=g, hits=hits: _redacted(g, t, hits))
+            if hits:
+                _note(self.acted, g, "response", hits)
+                if g.action == "block":
+                    err = blocked(g, "answer")
+                    out.append(StreamError(err.kind, err.message, 400))
+                    self._stopped = True
+                    return True
+        out.append(replace(start, item=item))
+        return False
 
     @property
     def synchronous(self) -> bool:
@@ -417,10 +441,26 @@ class _Blocked(Exception):
     pass
 
 
-def _with_text(event: Any, text: str) -> Event:
-    if type(event) is ToolArgsDelta:
-        return ToolArgsDelta(event.index, text)
-    return type(event)(event.index, text)  # type: ignore[no-any-return]
+# an item's fields that are names and ids, not text a model or a person wrote
+_ITEM_IDS = frozenset({"type", "id", "call_id", "tool_use_id", "status", "encrypted_content", "signature"})
+
+
+def _item_texts(value: Any, apply: Any) -> Any:
+    """A kept item (``ToolCallPart.item``, ``BlockStart.item`` …) with ``apply`` run over its texts."""
+    if isinstance(value, str):
+        return apply(value)
+    if isinstance(value, dict):
+        return {k: v if k in _ITEM_IDS else _item_texts(v, apply) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_item_texts(v, apply) for v in value]
+    return value
+
+
+def _redacted(g: Guardrail, text: str, hits: list[Hit]) -> str:
+    assert g.scanner is not None
+    out, found = g.scanner.redact(text)
+    hits.extend(found)
+    return out if found and g.action == "redact" else text
 
 
 def _walk(req: ChatRequest, apply: Any) -> None:
@@ -432,7 +472,13 @@ def _walk(req: ChatRequest, apply: Any) -> None:
                 p.text = apply(p.text)
             elif isinstance(p, ToolCallPart):
                 p.arguments = apply(p.arguments)
+                if p.item is not None:  # sent verbatim to an upstream of its dialect
+                    p.item = _item_texts(p.item, apply)
             elif isinstance(p, ToolResultPart):
                 for c in p.content:
                     if isinstance(c, TextPart):
                         c.text = apply(c.text)
+                if p.item is not None:
+                    p.item = _item_texts(p.item, apply)
+            elif isinstance(p, OpaquePart):
+                p.item = _item_texts(p.item, apply)

@@ -25,6 +25,7 @@ import orjson
 
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.carry import CannotCarry, judge, lost_hints, refusal
+from gateway.dialects.items import without_lost_items
 from gateway.dialects.registry import codec_for
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, End, Event, StreamError, Usage
@@ -133,6 +134,8 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
     dropped = judge(req, provider.limits, settings.drop_unsupported, settings.refuse_unsupported)
     if req.dialect and req.dialect != settings.dialect:
         dropped += lost_hints(req, settings.dialect, codec_for(req.dialect).hints)
+    req, lost = without_lost_items(req, settings.dialect)  # (a stored history may hold any dialect's)
+    dropped += lost
     options = BuildOptions(
         default_max_tokens=settings.default_max_tokens,
         dropped_betas=tuple(settings.dropped_betas),

@@ -12,7 +12,17 @@ from dataclasses import asdict
 from typing import Any
 
 from gateway.dialects.openai_responses.request_parse import NS_SEP
-from gateway.ir import FilePart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from gateway.ir import (
+    FilePart,
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from gateway.reply import Reply
 
 _KINDS: dict[type, str] = {
@@ -22,6 +32,7 @@ _KINDS: dict[type, str] = {
     ToolCallPart: "tool_call",
     ToolResultPart: "tool_result",
     ThinkingPart: "thinking",
+    OpaquePart: "opaque",
 }
 
 
@@ -50,6 +61,8 @@ def _part(data: dict[str, Any]) -> Part:
         return ToolResultPart(content=content, **data)
     if kind == "thinking":
         return ThinkingPart(**data)
+    if kind == "opaque":
+        return OpaquePart(**data)
     data["kind"] = kind
     return _simple(data)
 
@@ -81,7 +94,9 @@ def reply_message(reply: Reply, origin: str) -> Message:
             # the IR spells a namespaced tool as Responses' request parser flattens it, so the
             # next turn's builder restores the namespace
             name = f"{block.namespace}{NS_SEP}{block.name or ''}" if block.namespace else block.name or ""
-            content.append(ToolCallPart(block.id or "", name, block.arguments))
+            content.append(ToolCallPart(block.id or "", name, block.arguments, block.item, block.origin))
+        elif block.kind == "opaque" and block.item is not None and block.origin:
+            content.append(OpaquePart(block.item, block.origin))  # a server tool's item, for its own dialect
         elif block.kind == "thinking":
             content.append(ThinkingPart(block.text, block.signature, origin if block.signature else None))
         elif block.kind == "redacted_thinking":

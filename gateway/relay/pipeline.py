@@ -24,10 +24,11 @@ from gateway.asgi import (
     send_json,
 )
 from gateway.dialects.base import Codec, EncodeContext, RequestMeta
+from gateway.dialects.items import unshown
 from gateway.dialects.registry import codec_for
 from gateway.dialects.validation import validate_request
 from gateway.errors import GatewayError
-from gateway.events import End, Event, StreamError, Usage
+from gateway.events import BlockStart, End, Event, StreamError, Usage
 from gateway.ir import ChatRequest, Message
 from gateway.relay.attempts import AttemptsFailed, Opened, batches, open_upstream
 from gateway.relay.exchange import Attempt, Exchange, Headers
@@ -447,6 +448,7 @@ class Relay:
             if task is not None:
                 state.live_streams.discard(task)
             metrics.active_streams.dec()
+            _note_output_dropped(record, ctx, [])
         if record.error_kind:
             record.status = 200  # the HTTP status was 200; the failure is in error_kind
 
@@ -471,6 +473,7 @@ class Relay:
             await self._send_error(ex, err)
             return
         body = codec.encode_whole(reply, ctx)
+        ex.headers = _note_output_dropped(record, ctx, ex.headers)
         if kept is not None:
             await self._keep(ex)  # kept before the caller sees it, so an immediate repeat finds it
         if persist is not None:
@@ -496,9 +499,14 @@ class SharedRecord:
         self.console = console  # the web console's ring (gateway.telemetry.recent.Recent), when [admin] is set
 
     def events(self, batch: list[Event]) -> None:
+        record = self.record
         for event in batch:
             if type(event) in _TRACKED:
-                _note_usage(self.record, event)
+                _note_usage(record, event)
+            elif type(event) is BlockStart:  # read by each follower: what none of them is shown
+                name = unshown(event, record.dialect)
+                if name is not None and name not in record.dropped:
+                    record.dropped = [*record.dropped, name]
 
     def hold(self) -> None:
         self.holders += 1
@@ -533,6 +541,17 @@ def _note_dropped(record: AccessRecord, opened: Opened, headers: Headers) -> Hea
         return headers
     record.dropped = list(opened.dropped)
     return [*headers, (b"x-gateway-dropped", ", ".join(opened.dropped).encode())]
+
+
+def _note_output_dropped(record: AccessRecord, ctx: EncodeContext, headers: Headers) -> Headers:
+    """Output items the caller's dialect cannot express (gateway/dialects/items.py): in the log
+    line, and in ``x-gateway-dropped`` where the headers are still to be sent (a whole answer)."""
+    new = [name for name in ctx.dropped if name not in record.dropped]
+    if not new:
+        return headers
+    record.dropped = [*record.dropped, *new]
+    kept = [(k, v) for k, v in headers if k != b"x-gateway-dropped"]
+    return [*kept, (b"x-gateway-dropped", ", ".join(record.dropped).encode())]
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:

@@ -322,9 +322,11 @@ def test_decode_whole_message() -> None:
         },
     }
     reply = fold(CODEC.decode_whole(body))
-    assert [b.kind for b in reply.blocks] == ["thinking", "redacted_thinking", "text", "tool_call"]
+    assert [b.kind for b in reply.blocks] == ["thinking", "redacted_thinking", "text", "opaque", "tool_call"]
     assert reply.blocks[0].signature == "sig" and reply.blocks[1].data == "opaque"
-    assert orjson.loads(reply.blocks[3].arguments) == {"a": 1}
+    # a server tool's block is kept whole, for an Anthropic caller (gateway/dialects/items.py)
+    assert reply.blocks[3].item == body["content"][3] and reply.blocks[3].origin == "anthropic"
+    assert orjson.loads(reply.blocks[4].arguments) == {"a": 1}
     assert reply.usage == Usage(input=17, output=7, cache_read=5, cache_write=2)
     assert reply.end == End("tool_use", "tool_use", None)
     error_events = CODEC.decode_whole({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})

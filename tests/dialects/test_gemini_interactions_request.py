@@ -15,6 +15,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -83,7 +84,9 @@ def test_steps_history():
     }
     r = parse(body)
     assert r.system == [TextPart("be brief")]
-    assert [m.role for m in r.messages] == ["user", "assistant", "user"]
+    # a server tool's step is kept whole for an Interactions upstream (gateway/dialects/items.py)
+    assert [m.role for m in r.messages] == ["user", "assistant", "user", "assistant"]
+    assert r.messages[3].content == [OpaquePart(body["input"][-1], "gemini-interactions")]
     a = r.messages[1].content
     assert a[0] == ThinkingPart("need tool", "c2ln", "gemini-interactions")
     assert a[1] == ThinkingPart("", "abc", "anthropic")

@@ -24,7 +24,11 @@ CASES = [(d, p) for d in MODULES for p in sse_files(d)]
 
 def shown(block: ReplyBlock) -> tuple[str, Any, str | None]:
     """A block as compared: tool arguments as the object they spell (whole replies re-serialise
-    them; arguments cut off mid-JSON are wrapped as ``{"_raw": ...}`` by design, so not compared)."""
+    them; arguments cut off mid-JSON are wrapped as ``{"_raw": ...}`` by design, so not compared;
+    an opaque block as its item's type and id: a stream's input deltas are inside the whole item)."""
+    if block.kind == "opaque":
+        item = block.item or {}
+        return block.kind, (item.get("type"), item.get("id")), block.origin
     if block.kind != "tool_call":
         return block.kind, block.text, block.name
     try:

@@ -39,6 +39,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     ThinkingPart,
@@ -144,6 +145,8 @@ def _block(part: Part, role: str) -> dict[str, Any] | None:
         return _document(part)
     if isinstance(part, ThinkingPart):
         return _thinking_block(part) if role == "assistant" else None
+    if isinstance(part, OpaquePart) and part.origin == DIALECT:  # a server tool's block, sent back verbatim
+        return part.item
     return None
 
 

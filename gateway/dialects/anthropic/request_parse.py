@@ -41,6 +41,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     Thinking,
@@ -190,8 +191,9 @@ def _block(block: Any, path: str) -> Part | None:
         data = get_str(block, "data", f"{path}.data", required=True)
         origin, raw = unpack(data or "", DIALECT)  # another provider's, packed by our encoder
         return ThinkingPart(redacted_data=raw, origin=origin)
-    warn_unknown(DIALECT, f"content block type {btype!r}")
-    return None
+    # a server tool's block sent back in the history (server_tool_use, web_search_tool_result …):
+    # verbatim for an Anthropic upstream, left out (and reported) for others (items.py)
+    return OpaquePart(block, DIALECT)
 
 
 def _content(value: Any, path: str) -> list[Part]:

@@ -8,9 +8,10 @@ Choices made here:
 
 * The frame's ``type`` inside the JSON decides (the ``event:`` line is redundant and may be absent);
   the JSON may be padded with spaces (real captures are), orjson does not care.
-* Blocks the IR cannot carry (``server_tool_use``, ``web_search_tool_result``, …) are skipped with
-  a warning, and the remaining blocks are renumbered 0..n-1 in order of appearance, so ``index`` is
-  the block's position in the content the caller will see (no gaps from skipped blocks).
+* Blocks the IR has no kind for (``server_tool_use``, ``web_search_tool_result``,
+  ``code_execution_tool_result``, ``mcp_tool_use`` …, unknown types) are ``opaque`` blocks carrying
+  the start block whole (gateway/dialects/items.py); a ``server_tool_use``'s ``input_json_delta``
+  are their ``ToolArgsDelta``s. Blocks are numbered 0..n-1 in order of appearance.
 * Blocks already inside ``message_start.message.content`` (programmatic tool calling puts
   ``tool_use`` blocks there) are events too, as if each had its own ``content_block_start``.
 * The stop reason of ``message_delta`` is held until ``message_stop``: ``End`` only follows the
@@ -176,9 +177,8 @@ class AnthropicStreamDecoder:
         elif btype == "redacted_thinking":
             payload = block.get("data")
             blocks.start("redacted_thinking", events, key=upstream, data=payload if isinstance(payload, str) else "")
-        else:
-            warn_unknown(DIALECT, f"content block type {btype!r}")
-            blocks.stop(upstream, events)  # its deltas must not reach a block that had this index before
+        else:  # a server tool's block: kept whole, for an Anthropic caller (items.py)
+            blocks.start("opaque", events, key=upstream, item=block, origin=DIALECT)
         return events
 
     def _delta(self, data: dict[str, Any]) -> list[Event]:

@@ -35,6 +35,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output, same
 from gateway.dialects.signatures import for_caller
 from gateway.events import (
     BlockStart,
@@ -67,13 +68,16 @@ _DELTA = {
 
 
 class _Block:
-    __slots__ = ("kind", "id", "name", "data", "index", "prefix", "buffer", "signature", "stopped")
+    __slots__ = ("kind", "id", "name", "data", "item", "index", "prefix", "buffer", "signature", "stopped")
 
     def __init__(self, event: BlockStart) -> None:
         self.kind = event.kind
         self.id = event.id
         self.name = event.name
         self.data = event.data
+        # an Anthropic upstream's own block (server_tool_use, web_search_tool_result …): verbatim,
+        # its streamed input as input_json_delta
+        self.item = event.item if same(event.origin, DIALECT) else None
         self.index = -1  # caller index once written
         self.prefix = b""  # pre-encoded head of this block's delta frames
         self.buffer: list[str] = []  # deltas waiting while queued
@@ -183,6 +187,9 @@ class AnthropicStreamEncoder:
 
     # -- blocks -------------------------------------------------------------------------------
     def _block_start(self, event: BlockStart) -> bytes:
+        if event.kind == "opaque" and not same(event.origin, DIALECT):
+            drop_output(self._ctx, event.item)  # no Anthropic form: its deltas find no block
+            return b""
         block = _Block(event)
         self._blocks[event.index] = block
         if self._open is not None or self._queue:
@@ -197,8 +204,14 @@ class AnthropicStreamEncoder:
         self._next += 1
         block.index = index
         self._open = block
-        if block.kind == "tool_call":
-            content: dict[str, object] = {
+        dtype, field = _DELTA.get(block.kind, (b"text_delta", b"text"))
+        if block.item is not None and block.kind == "text":  # a cited text: its text as deltas
+            content: dict[str, object] = {**block.item, "text": ""}
+        elif block.item is not None:
+            content = block.item
+            dtype, field = _DELTA["tool_call"]
+        elif block.kind == "tool_call":
+            content = {
                 "type": "tool_use",
                 "id": block.id or new_id("toolu_"),
                 "name": block.name or "",
@@ -213,7 +226,6 @@ class AnthropicStreamEncoder:
             }
         else:
             content = {"type": "text", "text": ""}
-        dtype, field = _DELTA.get(block.kind, (b"text_delta", b"text"))
         block.prefix = (
             b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":'
             % (index, dtype, field)

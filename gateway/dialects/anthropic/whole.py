@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from gateway.dialects.base import EncodeContext
-from gateway.dialects.common import arguments_object, new_id, warn_unknown
+from gateway.dialects.common import arguments_object, new_id
+from gateway.dialects.items import drop_output
 from gateway.dialects.signatures import for_caller
 from gateway.events import (
     BlockStart,
@@ -52,7 +53,9 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             continue
         btype = block.get("type")
         if btype == "text":
-            events.append(BlockStart(index, "text"))
+            # with its citations (web search, documents): the block kept, its text the deltas'
+            cited = block if block.get("citations") else None
+            events.append(BlockStart(index, "text", item=cited, origin=DIALECT if cited else None))
             text = _str(block.get("text"))
             if text:
                 events.append(TextDelta(index, text))
@@ -74,9 +77,8 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
                 events.append(SignatureDelta(index, signature))
         elif btype == "redacted_thinking":
             events.append(BlockStart(index, "redacted_thinking", data=_str(block.get("data")) or ""))
-        else:
-            warn_unknown(DIALECT, f"content block type {btype!r}")
-            continue
+        else:  # a server tool's block (server_tool_use, web_search_tool_result …): kept whole
+            events.append(BlockStart(index, "opaque", item=block, origin=DIALECT))
         events.append(BlockStop(index))
         index += 1
     events.append(convert_usage(body.get("usage")) or Usage())
@@ -89,7 +91,16 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     same = ctx.upstream_dialect == DIALECT
     content: list[dict[str, Any]] = []
     for block in reply.blocks:
-        if block.kind == "text":
+        if block.item is not None and block.origin == DIALECT:  # the upstream's own block, verbatim
+            item = block.item
+            if block.kind == "text":  # a cited text: the text as the events say (guardrails …)
+                item = {**item, "text": block.text}
+            elif block.text:  # its input, streamed (input_json_delta)
+                item = {**item, "input": arguments_object(block.text)}
+            content.append(item)
+        elif block.kind == "opaque":
+            drop_output(ctx, block.item)
+        elif block.kind == "text":
             content.append({"type": "text", "text": block.text})
         elif block.kind == "tool_call":
             content.append(

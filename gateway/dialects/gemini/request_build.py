@@ -26,7 +26,17 @@ from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object, loads_object, log
 from gateway.dialects.thinking import budget_for_effort
 from gateway.errors import GatewayError
-from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from gateway.ir import (
+    ChatRequest,
+    FilePart,
+    ImagePart,
+    Message,
+    OpaquePart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 from .schema import convert_for_gemini
 
@@ -160,6 +170,8 @@ def _parts(message: Message, role: str, names: dict[str, str]) -> list[dict[str,
             out, extra = _tool_result(part, names)
         elif isinstance(part, (ImagePart, FilePart)):
             out = _media(part)
+        elif isinstance(part, OpaquePart) and part.origin == DIALECT:  # a part of its own, verbatim
+            out = dict(part.item)
         if out is None:
             continue
         if sig is not None:

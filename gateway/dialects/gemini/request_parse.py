@@ -29,6 +29,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     Role,
     TextPart,
@@ -236,10 +237,10 @@ def _part(part: dict[str, Any], path: str, out: list[Part], ids: _Ids) -> None:
             content.extend(m for m in media if isinstance(m, (ImagePart, FilePart)))
         out.append(ToolResultPart(cid, content, is_error=is_error, name=name))
     else:
-        kinds = sorted(k for k in part if k not in ("thought", "thoughtSignature"))
-        if kinds:
-            # executableCode, codeExecutionResult, toolCall … have no IR slot: dropped, not refused
-            warn_unknown(DIALECT, f"part kind {', '.join(kinds)}")
+        if any(k not in ("thought", "thoughtSignature") for k in part):
+            # executableCode, codeExecutionResult … have no IR slot: verbatim for a Gemini upstream,
+            # left out (and reported) for others (gateway/dialects/items.py)
+            out.append(OpaquePart(part, DIALECT))
 
 
 def _tools(body: dict[str, Any], req: ChatRequest, extras: dict[str, Any]) -> None:

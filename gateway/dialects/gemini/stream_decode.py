@@ -18,6 +18,8 @@ Blocks:
   thinking block, exactly Anthropic's shape); otherwise a separate thinking block holding only
   the signature is emitted right before the part's block, so an Anthropic caller gets a signed
   thinking block before its ``tool_use``. The builder puts it back on the next part.
+* any other part (``executableCode``, ``codeExecutionResult``, ``inlineData`` …): an ``opaque``
+  block carrying the part whole (gateway/dialects/items.py), for a Gemini caller.
 
 ``usageMetadata`` repeats on every chunk: the last one is kept and emitted once, before ``End``
 (or before a ``StreamError``). The prompt's counts are known from the first chunk that carries
@@ -217,9 +219,13 @@ class GeminiStreamDecoder:
                     self._open("text", out)
                 out.append(TextDelta(self._open_index, text))
             return
-        for key in part:
-            if key not in _KNOWN_PART_KEYS:
-                warn_unknown(DIALECT, f"part field {key}")
+        if any(key not in _KNOWN_PART_KEYS for key in part):
+            # a part the IR has no kind for (executableCode, codeExecutionResult, inlineData …):
+            # kept whole, signature included, for a Gemini caller (gateway/dialects/items.py)
+            self._finish_call(out)
+            self._close_open(out)
+            self._blocks.stop(self._blocks.start("opaque", out, item=part, origin=DIALECT), out)
+            return
         if sig:
             self._signed_thinking(sig, out)
 

@@ -24,6 +24,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import arguments_object, log, new_id
+from gateway.dialects.items import drop_output
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -43,6 +44,8 @@ from . import usage as usage_map
 from .errors import error_object, status_name
 from .sigs import to_caller
 from .whole import shows_thoughts
+
+DIALECT = "gemini"
 
 _HEAD = b'data: {"candidates":[{"content":{"parts":['
 _MID = b'],"role":"model"},"index":0}]'
@@ -102,7 +105,11 @@ class GeminiStreamEncoder:
             return b""
         if isinstance(event, BlockStart):
             self._kinds[event.index] = event.kind
-            if event.kind == "tool_call":
+            if event.item is not None and event.origin == DIALECT:  # the upstream's own part, verbatim
+                return self._chunk(dict(event.item))
+            if event.kind == "opaque":
+                drop_output(self._ctx, event.item)  # a server tool's item: no Gemini part
+            elif event.kind == "tool_call":
                 self._calls[event.index] = [event.id or f"call_{len(self._calls) + 1}", event.name or "", []]
             return b""
         if isinstance(event, BlockStop):

@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import arguments_object
+from gateway.dialects.items import drop_output
 from gateway.events import Event, StreamError
 from gateway.reply import Reply
 
@@ -53,7 +54,11 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     thoughts = shows_thoughts(ctx)
     for block in reply.blocks:
         part: dict[str, Any] | None = None
-        if block.kind == "text":
+        if block.item is not None and block.origin == DIALECT:  # the upstream's own part, verbatim
+            part = dict(block.item)
+        elif block.kind == "opaque":
+            drop_output(ctx, block.item)  # a server tool's item: no Gemini part
+        elif block.kind == "text":
             part = {"text": block.text} if block.text or sig else None
         elif block.kind == "thinking":
             if block.text and thoughts:

@@ -20,7 +20,17 @@ from typing import Any
 from gateway.dialects.base import BuildOptions, UpstreamCall
 from gateway.dialects.common import arguments_object
 from gateway.dialects.thinking import level_of
-from gateway.ir import ChatRequest, FilePart, ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from gateway.ir import (
+    ChatRequest,
+    FilePart,
+    ImagePart,
+    Message,
+    OpaquePart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 DIALECT = "gemini-interactions"
 
@@ -146,6 +156,8 @@ def _steps(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
             )
         elif isinstance(part, ToolResultPart):
             steps.append(_function_result(part, names))
+        elif isinstance(part, OpaquePart) and part.origin == DIALECT:  # a server tool's step, verbatim
+            steps.append(part.item)
     return steps
 
 

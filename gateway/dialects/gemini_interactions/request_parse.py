@@ -39,6 +39,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     Role,
     TextPart,
@@ -324,8 +325,8 @@ def parse_steps(steps: list[Any], path: str) -> list[Message]:
             add("user", [_function_result(step, p)])
         elif typ in CONTENT_TYPES:
             add("user", [parse_content(step, p)])
-        else:
-            warn_unknown(DIALECT, f"input step {typ!r} (server-tool history is not translated)")
+        else:  # a server tool's step (google_search_call / _result …): verbatim for its own dialect
+            add("assistant", [OpaquePart(step, DIALECT)])
     return messages
 
 

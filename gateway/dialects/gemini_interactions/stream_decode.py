@@ -88,6 +88,7 @@ class InteractionsStreamDecoder:
         "_usage",
         "interaction_id",
         "last_event_id",
+        "_kept",
     )
 
     def __init__(self) -> None:
@@ -99,6 +100,9 @@ class InteractionsStreamDecoder:
         self._live = self._blocks.live  # read per delta (the same dict, never replaced)
         self._saw_call = False
         self._usage: Usage | None = None  # the latest usage a status update or the completion stated
+        # steps the IR has no kind for (google_search_call / _result …), kept whole: the step of its
+        # step.start with its deltas' fields merged in, one opaque block at its step.stop (items.py)
+        self._kept: dict[int, dict[str, Any]] = {}
         # where to resume the upstream if its connection drops (see InteractionsCodec.resume_call)
         self.interaction_id: str | None = None
         self.last_event_id: str | None = None
@@ -139,6 +143,9 @@ class InteractionsStreamDecoder:
         elif kind == "step.stop":
             idx = data.get("index")
             if isinstance(idx, int):
+                kept = self._kept.pop(idx, None)
+                if kept is not None:
+                    self._blocks.start("opaque", out, key=idx, item=kept, origin=DIALECT)
                 self._blocks.stop(idx, out)
         elif kind == "interaction.completed":
             self._completed(data, out)
@@ -199,10 +206,10 @@ class InteractionsStreamDecoder:
             return
         typ = step.get("type")
         kind = _STEP_KINDS.get(typ)
-        if kind is None:
-            warn_unknown(DIALECT, f"step type {typ!r} (not translated)")
+        if idx in self._steps or idx in self._kept:
             return
-        if idx in self._steps:
+        if kind is None:
+            self._kept[idx] = dict(step)
             return
         if kind == "tool_call":
             self._saw_call = True
@@ -270,10 +277,15 @@ class InteractionsStreamDecoder:
             block = self._live.get(idx) if self._steps.get(idx) == "tool_call" else None
             if block is not None and isinstance(frag, str) and frag:
                 out.append(ToolArgsDelta(block, frag))
+        elif idx in self._kept:  # a server tool step's content (google_search_result …): into the step
+            self._kept[idx].update((k, v) for k, v in delta.items() if k != "type")
         else:
             warn_unknown(DIALECT, f"step.delta type {typ!r}")
 
     def _completed(self, data: dict[str, Any], out: list[Event]) -> None:
+        for idx, kept in self._kept.items():  # a step.stop the upstream skipped
+            self._blocks.start("opaque", out, key=idx, item=kept, origin=DIALECT)
+        self._kept.clear()
         self._blocks.stop_all(out)
         interaction = as_dict(data.get("interaction"))
         usage = convert_usage(interaction.get("usage"))

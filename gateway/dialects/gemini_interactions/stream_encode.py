@@ -30,6 +30,7 @@ import orjson
 from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output, same
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -172,6 +173,14 @@ class InteractionsStreamEncoder:
         )
 
     def _step_start(self, ev: BlockStart) -> bytes:
+        if ev.item is not None and same(ev.origin, DIALECT) and ev.index not in self._steps:
+            i = self._next_step  # the upstream's own step, verbatim (its deltas: nothing to add)
+            self._next_step += 1
+            self._steps[ev.index] = _Step("item", i, b"")
+            return self._frame("step.start", {"index": i, "step": ev.item})
+        if ev.kind == "opaque":
+            drop_output(self._ctx, ev.item)
+            return b""
         if ev.index in self._steps or ev.kind not in _DELTA_HEAD:
             return b""  # redacted_thinking: no Interactions form
         i = self._next_step
@@ -189,7 +198,13 @@ class InteractionsStreamEncoder:
 
     def _delta(self, index: int, text: str) -> bytes:
         step = self._steps.get(index)
-        if step is None or not step.open or not text or (step.kind == "thinking" and not self._summaries):
+        if (
+            step is None
+            or not step.open
+            or not text
+            or step.kind == "item"
+            or (step.kind == "thinking" and not self._summaries)
+        ):
             return b""
         n = self.next_seq
         self.next_seq += 1

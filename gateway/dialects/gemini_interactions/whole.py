@@ -14,7 +14,8 @@ import orjson
 
 from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
-from gateway.dialects.common import new_id, warn_unknown
+from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output
 from gateway.events import End, Event
 from gateway.reply import Reply, ReplyBlock, unfold
 
@@ -59,8 +60,8 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
                     name=str(step.get("name") or ""),
                 )
             )
-        elif typ not in _INPUT_STEPS:
-            warn_unknown(DIALECT, f"step type {typ!r} (not translated)")
+        elif typ not in _INPUT_STEPS:  # a server tool's step (google_search_call / _result …): kept whole
+            reply.blocks.append(ReplyBlock("opaque", item=step, origin=DIALECT))
     usage = convert_usage(body.get("usage"))
     if usage is not None:
         reply.usage = usage
@@ -78,7 +79,11 @@ def steps_for_reply(reply: Reply, ctx: EncodeContext) -> list[dict[str, Any]]:
     """The generated steps of a reply, as the caller sees them."""
     steps: list[dict[str, Any]] = []
     for block in reply.blocks:
-        if block.kind == "text":
+        if block.item is not None and block.origin == DIALECT:  # the upstream's own step, verbatim
+            steps.append(block.item)
+        elif block.kind == "opaque":
+            drop_output(ctx, block.item)
+        elif block.kind == "text":
             steps.append({"type": "model_output", "content": [{"type": "text", "text": block.text}]})
         elif block.kind == "thinking":
             step: dict[str, Any] = {"type": "thought"}

@@ -30,6 +30,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output
 from gateway.dialects.signatures import PREFIX, for_caller, pack
 from gateway.events import (
     BlockStart,
@@ -146,6 +147,8 @@ class ChatStreamEncoder:
     # -- tool calls -------------------------------------------------------------------------
     def _block_start(self, event: BlockStart) -> bytes:
         if event.kind != "tool_call":
+            if event.kind == "opaque":
+                drop_output(self._ctx, event.item)  # a server tool's item: no Chat form
             return b""
         tool = _Tool(self._ordinals, event.id or new_id("call_"), event.name or "")
         self._ordinals += 1

@@ -15,6 +15,7 @@ import orjson
 
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id, warn_unknown
+from gateway.dialects.items import drop_output
 from gateway.events import End, Event, MessageStart, Usage
 from gateway.reply import Reply, ReplyBlock, unfold
 
@@ -88,6 +89,8 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
                 pending = block.signature  # the latest thinking block's signature wins
         elif block.kind == "redacted_thinking":
             continue
+        elif block.kind == "opaque":
+            drop_output(ctx, block.item)  # a server tool's item: no Chat form
         elif block.kind == "tool_call":
             call_id = block.id or new_id("call_")
             signature = block.signature or pending

@@ -18,6 +18,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -190,9 +191,15 @@ def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]])
                 content.append(_file(part))
             elif isinstance(part, ToolResultPart):
                 _flush_message(items, role, content)
+                if part.item is not None and part.origin == DIALECT:  # a custom / shell … result, verbatim
+                    items.append(part.item)
+                    continue
                 items.append(
                     {"type": "function_call_output", "call_id": part.tool_call_id, "output": _tool_output(part)}
                 )
+            elif isinstance(part, OpaquePart) and part.origin == DIALECT:
+                _flush_message(items, role, content)
+                items.append(part.item)
         _flush_message(items, role, content)
     return items
 
@@ -215,6 +222,13 @@ def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict
     for part in msg.content:
         if isinstance(part, TextPart):
             text.append(part.text)
+        elif isinstance(part, ToolCallPart) and part.item is not None and part.origin == DIALECT:
+            flush()
+            items.append(part.item)  # a custom / shell / apply-patch call, verbatim (items.py)
+        elif isinstance(part, OpaquePart):
+            if part.origin == DIALECT:  # a server tool's item, verbatim; another dialect's: left out
+                flush()
+                items.append(part.item)
         elif isinstance(part, ToolCallPart):
             flush()
             items.append(

@@ -31,6 +31,7 @@ from gateway.ir import (
     FilePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     Thinking,
@@ -40,6 +41,8 @@ from gateway.ir import (
     ToolChoice,
     ToolResultPart,
 )
+
+from .items import CLIENT_CALLS, CLIENT_RESULTS, client_call, client_result
 
 DIALECT = "openai-responses"
 NS_SEP = "__"
@@ -185,17 +188,7 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
         elif kind == "function_call_output":
             call_id = get_str(item, "call_id", f"{path}.call_id", required=True) or ""
             content = _tool_output(item.get("output"), f"{path}.output")
-            last = msgs[-1] if msgs else None
-            part = ToolResultPart(call_id, content)
-            if (
-                last is not None
-                and last.role == "user"
-                and last.content
-                and all(isinstance(p, ToolResultPart) for p in last.content)
-            ):
-                last.content.append(part)
-            else:
-                msgs.append(Message("user", [part]))
+            _tool_result(msgs, ToolResultPart(call_id, content))
         elif kind == "reasoning":
             _assistant(msgs).content.append(_reasoning_item(item, path))
         elif kind == "item_reference":
@@ -203,10 +196,30 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
                 f"{path}: item_reference needs a response store; this gateway does not keep one: send the item itself",
                 param=path,
             )
-        elif kind in HOSTED_ITEMS:
-            warn_unknown(DIALECT, f"hosted input item {kind!r} (dropped)")
+        elif kind in CLIENT_CALLS:  # custom / shell / apply-patch calls: function calls elsewhere (items.py)
+            call_id, name, args = client_call(item) or ("", "", "{}")
+            _assistant(msgs).content.append(ToolCallPart(call_id, name, args, item, DIALECT))
+        elif kind in CLIENT_RESULTS:
+            call_id, text = client_result(item) or ("", "")
+            _tool_result(msgs, ToolResultPart(call_id, [TextPart(text)], item=item, origin=DIALECT))
+        elif kind in HOSTED_ITEMS:  # a server tool's item: verbatim for a Responses upstream only
+            _assistant(msgs).content.append(OpaquePart(item, DIALECT))
         else:
             raise invalid(f"{path}.type: unsupported input item type {kind!r}", param=f"{path}.type")
+
+
+def _tool_result(msgs: list[Message], part: ToolResultPart) -> None:
+    """Consecutive tool results share one user turn."""
+    last = msgs[-1] if msgs else None
+    if (
+        last is not None
+        and last.role == "user"
+        and last.content
+        and all(isinstance(p, ToolResultPart) for p in last.content)
+    ):
+        last.content.append(part)
+    else:
+        msgs.append(Message("user", [part]))
 
 
 def _assistant(msgs: list[Message]) -> Message:

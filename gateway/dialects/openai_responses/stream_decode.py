@@ -8,7 +8,12 @@ Output items are tracked by ``output_index`` (and ``item_id`` for events that ca
 * ``reasoning`` items: a thinking block opened lazily (first summary/reasoning delta, or the
   ``encrypted_content`` on ``output_item.done``, which is final: it changes between ``added`` and
   ``done``), so reasoning items with nothing to show produce nothing;
-* hosted-tool items (web_search_call, …): ignored with a warning.
+* every other item (a client tool call of another kind: ``custom_tool_call``, ``shell_call`` …; a
+  server tool's ``web_search_call``, ``mcp_call`` …; unknown types): one block opened on its
+  ``output_item.done`` carrying the final item whole (``BlockStart.item``, items.py) — a
+  ``tool_call`` block with its function-call spelling for a client tool call, else ``opaque``; the
+  item's own progress events (``custom_tool_call_input.delta``, ``mcp_call.in_progress`` …) are
+  read by nobody: the done item says it all.
 
 ``.done`` events carry the full text: anything beyond what the deltas said is emitted then, so an
 upstream that skips deltas still yields the whole answer — only when the deltas are its prefix.
@@ -41,6 +46,7 @@ from gateway.events import (
 from gateway.framing.sse import SSEFrame
 
 from .errors import kind_for_code, lasting_code
+from .items import OWN_ITEMS, client_call
 from .stop_reasons import COMPLETED, map_stop_reason
 from .usage import convert_usage
 
@@ -139,7 +145,7 @@ class ResponsesStreamDecoder:
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, data, out)
-        elif kind not in _IGNORED:
+        elif kind not in _IGNORED and not self._of_kept_item(data):
             warn_unknown(DIALECT, f"stream event {kind!r}")
         return out
 
@@ -171,6 +177,11 @@ class ResponsesStreamDecoder:
         if isinstance(item_id, str) and item_id in self._by_id:
             return self._items.get(self._by_id[item_id])
         return None
+
+    def _of_kept_item(self, data: dict[str, Any]) -> bool:
+        """An event of an item kept whole at its done (its progress: nothing to translate)."""
+        item = self._item(data)
+        return item is not None and item.kind == "other"
 
     def _open(
         self,
@@ -234,7 +245,7 @@ class ResponsesStreamDecoder:
             warn_unknown(DIALECT, "output_item.added without output_index/item")
             return
         kind = raw.get("type")
-        item = _Item(kind if kind in ("message", "function_call", "reasoning") else "other")
+        item = _Item(kind if kind in OWN_ITEMS else "other")
         self._items[idx] = item
         if isinstance(raw.get("id"), str):
             self._by_id[raw["id"]] = idx
@@ -252,8 +263,6 @@ class ResponsesStreamDecoder:
             enc = raw.get("encrypted_content")
             if isinstance(enc, str) and enc:
                 item.signature = enc
-        elif kind != "message":
-            warn_unknown(DIALECT, f"output item {kind!r} (hosted tool: not translated)")
 
     def _part_added(self, data: dict[str, Any], out: list[Event]) -> None:
         part = data.get("part")
@@ -368,7 +377,20 @@ class ResponsesStreamDecoder:
                 self._thinking(item, "\n\n".join(t for t in texts if isinstance(t, str) and t), out)
             if item.block is None and item.signature:
                 item.block = self._open("thinking", out)
+        elif kind == "other" and not item.closed:
+            self._kept_item(item, raw, out)
         self._close_item(item, out)
+
+    def _kept_item(self, item: _Item, raw: dict[str, Any], out: list[Event]) -> None:
+        """An item the IR has no kind for, whole (items.py): a client tool call also as a function call."""
+        call = client_call(raw)
+        if call is None:
+            item.block = self._blocks.start("opaque", out, item=raw, origin=DIALECT)
+            return
+        self._saw_call = True
+        call_id, name, args = call
+        item.block = self._blocks.start("tool_call", out, id=call_id, name=name, item=raw, origin=DIALECT)
+        out.append(ToolArgsDelta(item.block, args))
 
     def _completed(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finish(data, out)
@@ -383,6 +405,11 @@ class ResponsesStreamDecoder:
 
     def _finish(self, data: dict[str, Any], out: list[Event]) -> None:
         self._finished = True
+        output = as_list(as_dict(data.get("response")).get("output"))
+        for idx, item in self._items.items():  # a kept item whose output_item.done never came
+            final = output[idx] if 0 <= idx < len(output) else None
+            if item.kind == "other" and not item.closed and isinstance(final, dict):
+                self._kept_item(item, final, out)
         self._close_all(out)
         response = data.get("response")
         usage = convert_usage(response.get("usage")) if isinstance(response, dict) else None

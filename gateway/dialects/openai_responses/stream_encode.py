@@ -29,6 +29,7 @@ import orjson
 from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output, same
 from gateway.events import (
     BlockStart,
     BlockStop,
@@ -65,6 +66,8 @@ class _Out:
         "part_open",
         "prefix",
         "open",
+        "item",
+        "part",
     )
 
     def __init__(self, kind: str, output_index: int, item_id: str) -> None:
@@ -79,6 +82,8 @@ class _Out:
         self.part_open = False  # thinking: reasoning_summary_part.added was sent
         self.prefix = b""
         self.open = True
+        self.item: dict[str, Any] | None = None  # an item written verbatim (kind "item")
+        self.part: dict[str, Any] | None = None  # a text's own output_text part (its annotations)
 
 
 def _delta_prefix(event_type: str, item_id: str, output_index: int, extra: str) -> bytes:
@@ -154,11 +159,25 @@ class ResponsesStreamEncoder:
     def _block_start(self, ev: BlockStart) -> bytes:
         if ev.index in self._blocks:
             return b""
+        if ev.kind == "opaque" and not same(ev.origin, DIALECT):
+            drop_output(self._ctx, ev.item)  # its index maps to nothing
+            return b""
         oi = self._next_output
         self._next_output += 1
+        if ev.item is not None and same(ev.origin, DIALECT) and ev.kind != "text":  # the upstream's own item, verbatim
+            block = _Out("item", oi, str(ev.item.get("id") or ""))
+            block.item = ev.item
+            self._blocks[ev.index] = block
+            added = {**ev.item, "status": "in_progress"} if "status" in ev.item else ev.item
+            return self._frame(
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": oi, "item": added},
+            )
         if ev.kind == "text":
             block = _Out("text", oi, new_id("msg_"))
             self._blocks[ev.index] = block
+            if ev.item is not None and same(ev.origin, DIALECT):  # an annotated part: written at its end
+                block.part = ev.item
             block.prefix = _delta_prefix("response.output_text.delta", block.item_id, oi, ',"content_index":0')
             item = {"id": block.item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
             return self._frame(
@@ -200,7 +219,7 @@ class ResponsesStreamEncoder:
 
     def _delta(self, index: int, text: str) -> bytes:
         block = self._blocks.get(index)
-        if block is None or not block.open or not text:
+        if block is None or not block.open or not text or block.item is not None:
             return b""
         out = b""
         if block.kind == "thinking" and not block.part_open:
@@ -227,8 +246,14 @@ class ResponsesStreamEncoder:
         block.open = False
         oi, item_id = block.output_index, block.item_id
         text = "".join(block.chunks)
+        if block.item is not None:
+            self._final[oi] = block.item
+            return self._frame(
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": oi, "item": block.item},
+            )
         if block.kind == "text":
-            item = message_item(item_id, text)
+            item = message_item(item_id, text, part=block.part)
             self._final[oi] = item
             return (
                 self._frame(

@@ -12,12 +12,14 @@ from typing import Any
 from gateway.dialects import signatures
 from gateway.dialects.base import EncodeContext
 from gateway.dialects.common import new_id
+from gateway.dialects.items import drop_output
 from gateway.dialects.kit import as_list
 from gateway.events import End, Event, StreamError
 from gateway.ir import ChatRequest
 from gateway.reply import Reply, ReplyBlock, unfold
 
 from .errors import error_type_code, kind_for_code
+from .items import client_call
 from .stop_reasons import COMPLETED, map_stop_reason, render_stop_reason
 from .stream_decode import tool_name
 from .usage import convert_usage, render_usage
@@ -59,7 +61,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
                         else None
                     )
                     if isinstance(part_text, str):
-                        reply.blocks.append(ReplyBlock("text", part_text))
+                        # with its annotations (web search's url_citation …): the part kept,
+                        # its text the block's
+                        cited = part if part_type == "output_text" and part.get("annotations") else None
+                        reply.blocks.append(
+                            ReplyBlock("text", part_text, item=cited, origin=DIALECT if cited else None)
+                        )
         elif item_type == "function_call":
             saw_call = True
             args = item.get("arguments")
@@ -81,6 +88,14 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
             enc = item.get("encrypted_content") if isinstance(item.get("encrypted_content"), str) else None
             if text or enc:
                 reply.blocks.append(ReplyBlock("thinking", text, signature=enc or None))
+        else:  # kept whole, in its place (items.py): a client tool call is also a function call
+            call = client_call(item)
+            if call is not None:
+                saw_call = True
+                call_id, name, args = call
+                reply.blocks.append(ReplyBlock("tool_call", args, id=call_id, name=name, item=item, origin=DIALECT))
+            else:
+                reply.blocks.append(ReplyBlock("opaque", item=item, origin=DIALECT))
     usage = convert_usage(body.get("usage"))
     if usage is not None:
         reply.usage = usage
@@ -156,14 +171,15 @@ def response_object(ctx: EncodeContext, resp_id: str, created_at: int, status: s
     }
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "type": "message",
-        "status": status,
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
-    }
+def message_item(
+    item_id: str, text: str, status: str = "completed", part: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``message`` item of one ``output_text`` part; ``part``: a Responses upstream's own part
+    (its annotations kept), with ``text``."""
+    content = (
+        {**part, "text": text} if part else {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    )
+    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": [content]}
 
 
 def call_item(
@@ -238,7 +254,13 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     namespaces = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
     output: list[dict[str, Any]] = []
     for block in reply.blocks:
-        if block.kind == "text":
+        if block.kind == "text" and block.item is not None and block.origin == DIALECT:
+            output.append(message_item(new_id("msg_"), block.text, part=block.item))  # an annotated text
+        elif block.item is not None and block.origin == DIALECT:  # the upstream's own item, verbatim
+            output.append(block.item)
+        elif block.kind == "opaque":
+            drop_output(ctx, block.item)
+        elif block.kind == "text":
             output.append(message_item(new_id("msg_"), block.text))
         elif block.kind == "tool_call":
             output.append(
