@@ -29,7 +29,7 @@ from gateway.events import (
 from gateway.framing.base import FramerError
 from gateway.framing.sse import SSEFrame
 from gateway.http import client as http_client
-from gateway.http.client import Response, read_at_most
+from gateway.http.client import Response
 from gateway.upstream.providers import Provider
 
 MAX_WHOLE_REPLY = 64 << 20  # a whole JSON reply; streamed ones are read as they come
@@ -201,7 +201,7 @@ class HttpEventSource(EventSource):
     async def _whole(self) -> list[Event]:
         self.done = True
         try:
-            body = await read_at_most(self._response, MAX_WHOLE_REPLY + 1)
+            body = await self._read_whole(MAX_WHOLE_REPLY + 1)
         except http_client.HTTPError as exc:
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
         if len(body) > MAX_WHOLE_REPLY:  # a runaway or hostile upstream must not take the gateway's memory
@@ -215,6 +215,18 @@ class HttpEventSource(EventSource):
         if not isinstance(obj, dict):
             return [StreamError("bad_gateway", "upstream sent a reply that is not a JSON object", 502)]
         return self._codec.decode_whole(obj)
+
+    async def _read_whole(self, limit: int) -> bytes:
+        """The body through the same reads as a stream's (``_body_reads``: the transport's own
+        stream when not compressed), about its first ``limit`` bytes at most."""
+        parts = []
+        size = 0
+        async for chunk in self._reads:
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _array_of_chunks(self, chunks: list[dict[str, Any]]) -> list[Event]:
         """A JSON array of stream chunks (Gemini's streamed REST default, from an upstream that
