@@ -21,7 +21,7 @@ The runs of the peers' published setups, on this machine, every answer verified
 Streaming runs: ``bench/run.py`` (``--json-out`` too).
 
     python bench/overhead.py                      # full: 16 pairs x 2000 sequential, 2,000 req/s for 30 s (~6 min)
-    python bench/overhead.py --quick --json-out /tmp/o.json   # 4 pairs, small counts, 300 req/s for 3 s (~15 s)
+    python bench/overhead.py --quick --json-out /tmp/o.json   # 4 pairs, small counts, 300 req/s for 2 s (~15 s)
     python bench/overhead.py --only sequential,cpu16 --pairs anthropic:openai-chat,openai-chat:openai-chat
 """
 
@@ -358,8 +358,9 @@ async def fixed_rate(url: str, dialect: str, model: str, rate: float, seconds: f
 
 async def rate_run(gw: Gateway, fake_url: str, rate: float, seconds: float, errors: Errors) -> dict[str, Any]:
     caller = up = "openai-chat"  # the peers' published setup: OpenAI chat in, OpenAI chat out
-    await fixed_rate(fake_url + BASES[up], up, "bench-chunks50", rate, 0.5)
-    await fixed_rate(gw.url, caller, f"bench-{up}", rate, 0.5)
+    warm = min(0.5, seconds / 8)
+    await fixed_rate(fake_url + BASES[up], up, "bench-chunks50", rate, warm)
+    await fixed_rate(gw.url, caller, f"bench-{up}", rate, warm)
     d_lat, _, d_total = await fixed_rate(fake_url + BASES[up], up, "bench-chunks50", rate, seconds)
     before = gw.cpu()
     g_lat, g_fail, g_total = await fixed_rate(gw.url, caller, f"bench-{up}", rate, seconds)
@@ -387,7 +388,11 @@ async def rate_run(gw: Gateway, fake_url: str, rate: float, seconds: float, erro
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="Whole-request overhead of the gateway (see bench/README.md).")
-    ap.add_argument("--quick", action="store_true", help="4 pairs, small counts: the CI run (~15 s)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="4 pairs, small counts: the CI run (~15 s; tests/bench/test_overhead_quick.py)",
+    )
     ap.add_argument("--pairs", default=None, help="caller:upstream,... (default: all 16; --quick: 4)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {','.join(SECTIONS)}")
     ap.add_argument("-n", "--requests", type=int, default=None, help="sequential requests per pair (2000; quick 300)")
@@ -404,10 +409,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
     args = ap.parse_args(argv)
     q = args.quick
-    args.requests = args.requests or (300 if q else 2000)
-    args.cpu_requests = args.cpu_requests or (800 if q else 4000)
+    args.requests = args.requests or (160 if q else 2000)
+    args.cpu_requests = args.cpu_requests or (480 if q else 4000)
     args.rate = args.rate or (300.0 if q else 2000.0)
-    args.rate_seconds = args.rate_seconds or (3.0 if q else 30.0)
+    args.rate_seconds = args.rate_seconds or (2.0 if q else 30.0)
     if args.pairs:
         args.pairs = [tuple(p.split(":", 1)) for p in args.pairs.split(",")]
     else:
