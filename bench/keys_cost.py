@@ -69,7 +69,7 @@ async def run(url: str, n: int, limited: bool) -> tuple[float, float]:
 
     async def one(i: int) -> None:
         record = AccessRecord(f"req_{i}", "anthropic", "/v1/messages")
-        spec = state.auth.authenticate(scope, {})
+        spec = await state.auth.authenticate(scope, {})
         assert spec is not None
         record.key = spec.name
         await state.limiter.admit(spec, req, resolved, record, "anthropic", [])
