@@ -7,6 +7,7 @@ directly; the small JSON endpoints (models, health, metrics) are ordinary Starle
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -243,6 +244,8 @@ def create_app(settings: Settings) -> Starlette:
             from gateway.relay.cache import ResponseCache
 
             state.cache = ResponseCache(settings.cache, store, state.observer.metrics)
+        gc.collect()
+        gc.freeze()  # the modules, settings and tables loaded so far are never garbage: no collection walks them
         try:
             yield
         finally:
@@ -256,6 +259,7 @@ def create_app(settings: Settings) -> Starlette:
             if state.telemetry is not None:
                 await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
             state.observer.stop()
+            gc.unfreeze()  # (an app started again in this process, as the tests do, freezes afresh)
 
     app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)
     app.state.gateway = state
