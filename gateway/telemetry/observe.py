@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import operator
 import os
 import queue
 import sys
@@ -302,9 +303,12 @@ _LOGGED = tuple(
 )
 
 
+_LOGGED_VALUES = operator.attrgetter(*_LOGGED)  # all the fields in one C call
+
+
 def log_line(record: AccessRecord) -> dict[str, Any]:
     """The access-log fields of ``record`` (also the request record of ``GET /admin/requests``)."""
-    line = {name: getattr(record, name) for name in _LOGGED}
+    line = dict(zip(_LOGGED, _LOGGED_VALUES(record), strict=True))
     line["attempts"] = [dict(a) for a in record.attempts]
     line["ts"] = time.time()
     return line

@@ -72,8 +72,8 @@ class HttpEventSource(EventSource):
         self._response = response
         self._codec = codec
         self._closed = False
-        self._reads = _body_reads(response)
-        content_type = response.headers.get("content-type", "")
+        content_type, encoding = _type_and_encoding(response)
+        self._reads = _body_reads(response, encoding)
         self.is_json = "application/json" in content_type
         self._sse = provider.platform.framer(provider.settings)  # SSE, or the platform's (Bedrock: eventstream)
         self._decoder = codec.stream_decoder()
@@ -178,7 +178,7 @@ class HttpEventSource(EventSource):
         except http_client.HTTPError:
             return False
         self._response, self._closed = response, False
-        self._reads = _body_reads(response)
+        self._reads = _body_reads(response, _type_and_encoding(response)[1])
         if response.status_code >= 400:
             return False
         self._sse = self._provider.platform.framer(
@@ -279,11 +279,24 @@ class _BodyReads(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _body_reads(response: Response) -> _BodyReads:
+def _type_and_encoding(response: Response) -> tuple[str, str | None]:
+    """The response's content-type ("" when none) and content-encoding, in one pass over its raw
+    headers (each ``Headers.get`` normalises the name and scans them all)."""
+    types: list[str] = []
+    encodings: list[str] = []
+    for name, value in response.headers.raw:
+        lower = name.lower()
+        if lower == b"content-type":
+            types.append(value.decode("latin-1"))
+        elif lower == b"content-encoding":
+            encodings.append(value.decode("latin-1"))
+    return ", ".join(types), (", ".join(encodings) if encodings else None)  # joined as httpx's get joins them
+
+
+def _body_reads(response: Response, encoding: str | None) -> _BodyReads:
     """The body as it arrives. Not compressed: the response's stream itself, one item per socket
     read on the gateway's transport (``aiter_raw`` would add a generator, a chunker and a context
     manager per read for nothing); compressed: ``aiter_bytes`` (httpx inflates it)."""
-    encoding = response.headers.get("content-encoding")
     if encoding is None or encoding == "identity":
         return _Raw(cast("AsyncIterable[bytes]", response.stream))  # an async client's: never the sync kind
     return cast(_BodyReads, response.aiter_bytes())  # an async generator (httpx annotates it an AsyncIterator)
