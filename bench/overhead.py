@@ -437,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     errors = Errors()
     try:
         runmod.wait_http(fake_url + "/healthz", fake, 10, "the fake upstream", fake_log)
-        plain = Gateway(tmp, "plain", fake_port)
+        root = Path(args.gateway_root) if args.gateway_root else runmod.ROOT
+        plain = Gateway(tmp, "plain", fake_port, root)
         gateways.append(plain)
         gws = {"gateway": plain}
         if args.base_root:
@@ -445,10 +446,10 @@ def main(argv: list[str] | None = None) -> int:
             gateways.append(gws["base"])
         keyed = traced = None
         if "keys" in args.only:
-            keyed = Gateway(tmp, "keys", fake_port, auth=True)
+            keyed = Gateway(tmp, "keys", fake_port, root, auth=True)
             gateways.append(keyed)
         if "tracing" in args.only:
-            traced = Gateway(tmp, "traced", fake_port, tracing=True)
+            traced = Gateway(tmp, "traced", fake_port, root, tracing=True)
             gateways.append(traced)
         for gw in gateways:
             gw.wait(60)

@@ -52,6 +52,11 @@ _UPSERT_SPEND = (
 _ADD_BUDGET = "INSERT INTO budgets (key, period, spent) VALUES (?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET spent = spent + excluded.spent"
 
 
+_RESERVE_READ = (
+    "SELECT (SELECT spent FROM budgets WHERE key = ? AND period = ?), (SELECT state FROM rl_state WHERE key = ?)"
+)
+
+
 def _load(db: sqlite3.Connection, key: str) -> key_state.State:
     row = db.execute("SELECT state FROM rl_state WHERE key = ?", (key,)).fetchone()
     return orjson.loads(row[0]) if row else key_state.new_state()
@@ -110,13 +115,10 @@ class SQLiteCounters:
 
     def _reserve(self, ask: Ask, db: sqlite3.Connection | None = None) -> Verdict:
         def run(db: sqlite3.Connection) -> Verdict:
-            spent = 0
-            if ask.period:
-                row = db.execute(
-                    "SELECT spent FROM budgets WHERE key = ? AND period = ?", (ask.key, ask.period)
-                ).fetchone()
-                spent = row[0] if row else 0
-            st = _load(db, ask.key)
+            # the budget's spend and the key's state in one statement
+            spent, blob = db.execute(_RESERVE_READ, (ask.key, ask.period, ask.key)).fetchone()
+            spent = spent or 0
+            st = orjson.loads(blob) if blob is not None else key_state.new_state()
             expired = any(held[0] <= ask.now for held in st["l"].values())
             v = key_state.reserve(st, ask, spent)
             if v.ok or expired:
