@@ -405,6 +405,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--base-root", default=None, help='also run a checkout here as gateway "base" (A/B in sequential, cpu16)'
     )
+    ap.add_argument("--gateway-root", default=None, help="run every gateway from this checkout (default: this one)")
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
     args = ap.parse_args(argv)
