@@ -7,6 +7,11 @@ It shares no code with the gateway. It answers the four streaming endpoints a ga
   POST /v1/responses                                     OpenAI Responses SSE (sequence_number from 0)
   POST /v1beta/models/{model}:streamGenerateContent      Gemini SSE (CRLF CRLF framing, no terminator)
 
+A request that does not ask for a stream (no ``"stream": true`` in the body; Gemini's
+``:generateContent``) gets the whole answer as one JSON body in its dialect (``whole()``), the
+same text in one piece. ``POST /v1/traces`` and ``/v1/metrics`` answer an empty 200 (an OTLP
+collector that discards, for tracing runs).
+
 Each reply streams N text fragments of a deterministic text (``fragments(n)``; the load generator
 checks it byte for byte). N is, in order of precedence: the ``x-bench-chunks`` request header, a
 ``chunks<N>`` token in the model name (JSON body or Gemini URL), the ``--chunks`` flag (default 50).
@@ -272,6 +277,65 @@ def events(dialect: str, n: int, corrupt: str = "") -> list[bytes]:
     return evs
 
 
+def whole(dialect: str, n: int) -> bytes:
+    """The whole (non-streamed) answer of ``n`` fragments as one JSON body in ``dialect``."""
+    text = expected_text(n)
+    obj: dict
+    if dialect == "anthropic":
+        obj = {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": n},
+        }
+    elif dialect == "openai-chat":
+        obj = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": n, "total_tokens": 12 + n},
+        }
+    elif dialect == "openai-responses":
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+        obj = {
+            "id": "resp_bench",
+            "object": "response",
+            "created_at": 1700000000,
+            "status": "completed",
+            "model": MODEL,
+            "output": [
+                {"id": "msg_bench", "type": "message", "status": "completed", "role": "assistant", "content": [part]}
+            ],
+            "usage": {"input_tokens": 12, "output_tokens": n, "total_tokens": 12 + n},
+        }
+    else:
+        obj = {
+            "candidates": [
+                {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": n, "totalTokenCount": 12 + n},
+            "modelVersion": MODEL,
+            "responseId": "bench",
+        }
+    return _j(obj).encode()
+
+
+_STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
+
+
 def _chunked(evs: list[bytes]) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in evs) + b"0\r\n\r\n"
 
@@ -283,7 +347,7 @@ def dialect_of(path: str) -> str | None:
         return "openai-chat"
     if path.endswith("/responses"):
         return "openai-responses"
-    if ":streamGenerateContent" in path:
+    if ":streamGenerateContent" in path or ":generateContent" in path:
         return "gemini"
     return None
 
@@ -300,6 +364,7 @@ class FakeUpstream:
     def __init__(self, chunks: int = DEFAULT_CHUNKS) -> None:
         self.chunks = chunks
         self._cache: dict[tuple[str, int, str], bytes] = {}
+        self._whole: dict[tuple[str, int, bool], bytes] = {}
         self.requests = 0
         self.connections = 0  # accepted so far: with keep-alive pooling this stays near the concurrency
         self.open = 0
@@ -310,6 +375,21 @@ class FakeUpstream:
         if body is None:
             body = self._cache[key] = _chunked(events(dialect, n, corrupt))
         return _HEAD_OK + (b"connection: keep-alive\r\n\r\n" if keep_alive else b"connection: close\r\n\r\n") + body
+
+    def whole_reply(self, dialect: str, n: int, keep_alive: bool) -> bytes:
+        key = (dialect, n, keep_alive)
+        reply = self._whole.get(key)
+        if reply is None:
+            body = whole(dialect, n)
+            reply = self._whole[key] = (
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s"
+                % (
+                    len(body),
+                    b"connection: keep-alive\r\n" if keep_alive else b"connection: close\r\n",
+                    body,
+                )
+            )
+        return reply
 
     async def spread_reply(
         self, writer: asyncio.StreamWriter, dialect: str, n: int, corrupt: str, keep_alive: bool, gap: float
@@ -361,6 +441,10 @@ class FakeUpstream:
                     )
                 elif method == b"GET" and path in ("/healthz", "/"):
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok")
+                elif method == b"POST" and path in ("/v1/traces", "/v1/metrics", "/v1/logs"):
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n"
+                    )
                 elif method != b"POST" or dialect is None:
                     msg = b'{"error":{"message":"fake upstream: no such endpoint"}}'
                     writer.write(
@@ -383,7 +467,12 @@ class FakeUpstream:
                     if not gap:
                         m = _GAP_RE.search(target) or _GAP_RE.search(body)
                         gap = int(m.group(1)) if m else 0
-                    if gap:
+                    streamed = (
+                        ":streamGenerateContent" in path if dialect == "gemini" else bool(_STREAM_RE.search(body))
+                    )
+                    if not streamed and not corrupt:
+                        writer.write(self.whole_reply(dialect, n, keep_alive))
+                    elif gap:
                         await self.spread_reply(writer, dialect, n, corrupt, keep_alive, gap / 1e6)
                     else:
                         writer.write(self.reply(dialect, n, corrupt, keep_alive))

@@ -36,8 +36,13 @@ PROMPT = "Say something for the benchmark."
 # requests per caller dialect
 
 
-def build_request(dialect: str, model: str, base_path: str = "") -> tuple[str, dict[str, str], bytes]:
-    """(path, headers, body) of a streaming request in ``dialect``. ``base_path`` is the URL's path prefix."""
+def build_request(
+    dialect: str, model: str, base_path: str = "", stream: bool = True
+) -> tuple[str, dict[str, str], bytes]:
+    """(path, headers, body) of a streaming request in ``dialect`` (``stream=False``: a whole one,
+    a Responses one with ``store: false``). ``base_path`` is the URL's path prefix."""
+    if not stream:
+        return _whole_request(dialect, model, base_path)
     if dialect == "anthropic":
         body = {"model": model, "max_tokens": 1024, "stream": True, "messages": [{"role": "user", "content": PROMPT}]}
         return (
@@ -64,6 +69,72 @@ def build_request(dialect: str, model: str, base_path: str = "") -> tuple[str, d
             json.dumps(body).encode(),
         )
     raise ValueError(f"unknown dialect {dialect!r}")
+
+
+def _whole_request(dialect: str, model: str, base_path: str) -> tuple[str, dict[str, str], bytes]:
+    if dialect == "anthropic":
+        body: dict = {"model": model, "max_tokens": 1024, "messages": [{"role": "user", "content": PROMPT}]}
+        return (
+            base_path + "/v1/messages",
+            {"x-api-key": "bench", "anthropic-version": "2023-06-01"},
+            json.dumps(body).encode(),
+        )
+    if dialect == "openai-chat":
+        body = {"model": model, "messages": [{"role": "user", "content": PROMPT}]}
+        return base_path + "/v1/chat/completions", {"authorization": "Bearer bench"}, json.dumps(body).encode()
+    if dialect == "openai-responses":  # not stored: the store's cost is its own feature (bench/README.md)
+        body = {"model": model, "input": PROMPT, "store": False}
+        return base_path + "/v1/responses", {"authorization": "Bearer bench"}, json.dumps(body).encode()
+    if dialect == "gemini":
+        body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
+        return (
+            f"{base_path}/v1beta/models/{model}:generateContent",
+            {"x-goog-api-key": "bench"},
+            json.dumps(body).encode(),
+        )
+    raise ValueError(f"unknown dialect {dialect!r}")
+
+
+def whole_text(dialect: str, obj: object) -> str | None:
+    """The answer's text in a whole response body of ``dialect``, or None when it has none."""
+    if not isinstance(obj, dict):
+        return None
+    try:
+        if dialect == "anthropic":
+            return "".join(b["text"] for b in obj["content"] if b.get("type") == "text")
+        if dialect == "openai-chat":
+            return obj["choices"][0]["message"]["content"]
+        if dialect == "openai-responses":
+            return "".join(
+                p["text"]
+                for item in obj["output"]
+                if item.get("type") == "message"
+                for p in item["content"]
+                if p.get("type") == "output_text"
+            )
+        if dialect == "gemini":
+            return "".join(p.get("text", "") for p in obj["candidates"][0]["content"]["parts"] if not p.get("thought"))
+    except (KeyError, IndexError, TypeError):
+        return None
+    return None
+
+
+def verify_whole(dialect: str, status: int, body: bytes, chunks: int, body_complete: bool = True) -> Verdict:
+    """Check one whole (non-streamed) answer: HTTP 200, a JSON object, the exact text."""
+    if status != 200:
+        return Verdict(False, f"HTTP {status}: {body[:200]!r}")
+    if not body_complete:
+        return Verdict(False, "body not cleanly ended")
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return Verdict(False, f"not JSON: {body[:80]!r}")
+    text = whole_text(dialect, obj)
+    if text is None:
+        return Verdict(False, f"no answer text in {body[:200]!r}")
+    if text != expected_text(chunks):
+        return Verdict(False, f"text mismatch (len {len(text)} vs {len(expected_text(chunks))})", text)
+    return Verdict(True, "", text, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,13 +426,16 @@ async def run_load(
     chunks: int = DEFAULT_CHUNKS,
     timeout: float = 30.0,
     extra_headers: dict[str, str] | None = None,
+    stream: bool = True,
 ) -> Result:
-    """Open ``concurrency`` workers streaming until ``duration`` seconds passed or ``requests`` were sent."""
+    """Open ``concurrency`` workers streaming until ``duration`` seconds passed or ``requests`` were sent.
+    ``stream=False``: whole requests (``verify_whole``); ``ttfb`` is then each request's whole latency."""
     if duration is None and requests is None:
         raise ValueError("give a duration or a request count")
     u = urlsplit(url)
     host, port = u.hostname or "127.0.0.1", u.port or 80
-    path, headers, body = build_request(dialect, model, u.path.rstrip("/"))
+    path, headers, body = build_request(dialect, model, u.path.rstrip("/"), stream)
+    check = verify if stream else verify_whole
     headers = {**headers, "x-bench-chunks": str(chunks), **(extra_headers or {})}
     res = Result(dialect, concurrency, chunks)
     remaining = [requests if requests is not None else 1 << 62]
@@ -375,7 +449,7 @@ async def run_load(
                 remaining[0] -= 1
                 try:
                     status, data, ttfb, complete = await conn.request(path, headers, body, timeout)
-                    v = verify(dialect, status, data, chunks, complete)
+                    v = check(dialect, status, data, chunks, complete)
                 except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
                     await conn.close()
                     v = Verdict(False, f"{type(exc).__name__}: {exc}")

@@ -86,16 +86,17 @@ def parse_json_object(scope: Scope, body: bytes, max_depth: int) -> dict[str, An
     if not body.strip():
         raise GatewayError("invalid_request", "request body is empty: a JSON object is required", 400)
     try:
-        body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise GatewayError("invalid_request", f"request body is not valid UTF-8 (byte {exc.start})", 400) from None
-    try:
-        value = orjson.loads(body)
+        value = orjson.loads(body)  # (orjson refuses invalid UTF-8 too: the decode below only words it)
     except orjson.JSONDecodeError as exc:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise GatewayError("invalid_request", f"request body is not valid UTF-8 (byte {bad.start})", 400) from None
         raise GatewayError("invalid_request", f"request body is not valid JSON: {exc}", 400) from None
     if not isinstance(value, dict):
         raise GatewayError("invalid_request", f"request body must be a JSON object, not {type(value).__name__}", 400)
-    if not _depth_ok(value, max_depth):
+    # no deeper than its count of opening brackets (counted at C speed): most bodies need no walk
+    if body.count(b"{") + body.count(b"[") > max_depth and not _depth_ok(value, max_depth):
         raise GatewayError("invalid_request", f"request body is nested deeper than {max_depth} levels", 400)
     return value
 

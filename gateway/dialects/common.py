@@ -7,7 +7,7 @@ caller's body becomes a clear ``invalid_request`` naming the field, never a 500.
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 from contextvars import ContextVar
 from typing import Any
 
@@ -112,7 +112,7 @@ def get_stop(obj: dict[str, Any], key: str, path: str) -> list[str]:
 
 
 def new_id(prefix: str, nbytes: int = 12) -> str:
-    return prefix + secrets.token_hex(nbytes)
+    return prefix + os.urandom(nbytes).hex()  # what secrets.token_hex does, without its 3 calls
 
 
 def loads_object(text: str | bytes) -> dict[str, Any] | None:

@@ -59,7 +59,8 @@ class DialectEndpoint:
         self.stream = stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        raw_query = scope.get("query_string", b"")
+        query = dict(parse_qsl(raw_query.decode("latin-1"))) if raw_query else {}
         meta = RequestMeta(query=query, headers=headers_dict(scope), stream=self.stream)
         await self.relay.serve(self.dialect, scope, receive, send, meta)
 

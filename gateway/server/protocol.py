@@ -46,6 +46,7 @@ from uvicorn.server import ServerState
 
 from gateway.asgi import Receive, Scope, Send
 from gateway.errors import GatewayError
+from gateway.server.coalesce import HeadHolding
 from gateway.server.edge import error_response, guess_dialect
 
 
@@ -256,6 +257,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.app = app
         if substitute is not None and self.cycle is not None:
             self.cycle.keep_alive = False
+        if self.cycle is not None:  # the head and the first body bytes in one write (coalesce.py)
+            self.cycle.transport = cast(asyncio.Transport, HeadHolding(self.transport, self.loop))
         self._in_body = True
 
     def on_message_complete(self) -> None:

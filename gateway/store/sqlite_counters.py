@@ -52,6 +52,11 @@ _UPSERT_SPEND = (
 _ADD_BUDGET = "INSERT INTO budgets (key, period, spent) VALUES (?, ?, ?) ON CONFLICT (key, period) DO UPDATE SET spent = spent + excluded.spent"
 
 
+_RESERVE_READ = (
+    "SELECT (SELECT spent FROM budgets WHERE key = ? AND period = ?), (SELECT state FROM rl_state WHERE key = ?)"
+)
+
+
 def _load(db: sqlite3.Connection, key: str) -> key_state.State:
     row = db.execute("SELECT state FROM rl_state WHERE key = ?", (key,)).fetchone()
     return orjson.loads(row[0]) if row else key_state.new_state()
@@ -110,13 +115,10 @@ class SQLiteCounters:
 
     def _reserve(self, ask: Ask, db: sqlite3.Connection | None = None) -> Verdict:
         def run(db: sqlite3.Connection) -> Verdict:
-            spent = 0
-            if ask.period:
-                row = db.execute(
-                    "SELECT spent FROM budgets WHERE key = ? AND period = ?", (ask.key, ask.period)
-                ).fetchone()
-                spent = row[0] if row else 0
-            st = _load(db, ask.key)
+            # the budget's spend and the key's state in one statement
+            spent, blob = db.execute(_RESERVE_READ, (ask.key, ask.period, ask.key)).fetchone()
+            spent = spent or 0
+            st = orjson.loads(blob) if blob is not None else key_state.new_state()
             expired = any(held[0] <= ask.now for held in st["l"].values())
             v = key_state.reserve(st, ask, spent)
             if v.ok or expired:
@@ -128,8 +130,11 @@ class SQLiteCounters:
     def _settle(self, items: list[Settlement], db: sqlite3.Connection | None = None) -> list[int]:
         def run(db: sqlite3.Connection) -> list[int]:
             out = []
-            trim = False
             states: dict[str, key_state.State] = {}
+            # one upsert per spend bucket and one multi-row insert of the request records for the
+            # whole batch, not a statement each per request (a batch is every request of ~10 ms)
+            buckets: dict[tuple[int, str, str, str, str], list[int]] = {}
+            logged: list[tuple[str, bytes]] = []
             for s in items:
                 if s.hold is not None:
                     st = states.get(s.key)
@@ -140,24 +145,29 @@ class SQLiteCounters:
                 if s.period:
                     spent = db.execute(_ADD_BUDGET + " RETURNING spent", (s.key, s.period, s.cost_nano)).fetchone()[0]
                 if s.counted:
-                    db.execute(
-                        _UPSERT_SPEND, (hour_of(s.now), s.key, s.model, s.provider, s.route, *settlement_values(s))
-                    )
+                    bucket = (hour_of(s.now), s.key, s.model, s.provider, s.route)
+                    values = settlement_values(s)
+                    summed = buckets.get(bucket)
+                    if summed is None:
+                        buckets[bucket] = list(values)
+                    else:
+                        for i, v in enumerate(values):
+                            summed[i] += v
                 if s.logged:
-                    seq = (
-                        db.execute(
-                            "INSERT INTO request_log (key, body) VALUES (?, ?)", (s.key, orjson.dumps(s.record))
-                        ).lastrowid
-                        or 0
-                    )
-                    trim = trim or seq % 100 == 0
+                    logged.append((s.key, orjson.dumps(s.record)))
                 out.append(spent)
+            if buckets:
+                db.executemany(_UPSERT_SPEND, [(*bucket, *values) for bucket, values in buckets.items()])
             for key, st in states.items():
                 _save(db, key, st)
-            if trim:  # now and then, not on every write
-                db.execute(
-                    "DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?", (self.requests_kept,)
-                )
+            if logged:
+                db.executemany("INSERT INTO request_log (key, body) VALUES (?, ?)", logged)
+                last = db.execute("SELECT last_insert_rowid()").fetchone()[0] or 0
+                if last // 100 != (last - len(logged)) // 100:  # now and then (every 100th record), not on every write
+                    db.execute(
+                        "DELETE FROM request_log WHERE seq <= (SELECT MAX(seq) FROM request_log) - ?",
+                        (self.requests_kept,),
+                    )
             return out
 
         return self._tx(run) if db is None else _inline_tx(db, run)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import operator
+import os
 import queue
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field, fields
@@ -40,7 +41,9 @@ def request_id_for(scope: Scope) -> str:
     """The id a request is known by: the caller's ``x-request-id`` when it sent one, else a new
     one. Sent back as the ``x-request-id`` response header before any byte of the body (so every
     stream carries it from its first event) and written in the access log line."""
-    return header(scope, b"x-request-id") or "req_" + secrets.token_hex(12)
+    return (
+        header(scope, b"x-request-id") or "req_" + os.urandom(12).hex()
+    )  # (what secrets.token_hex does, 3 calls less)
 
 
 @dataclass(slots=True)
@@ -211,6 +214,8 @@ class Observer:
     def __init__(self, enabled: bool = True) -> None:
         self.metrics = Metrics()
         self.enabled = enabled
+        self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}  # (dialect, provider, status)
+        self._tokens: dict[tuple[str, str], Any] = {}  # (provider, kind)
         self.ledger: Settles | None = None  # gateway.governance.ledger.Ledger: prices and settles every finished record
         self._listener: logging.handlers.QueueListener | None = None
         self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
@@ -260,10 +265,18 @@ class Observer:
         if self.ledger is not None:
             line = log_line(record)
             self.ledger.finish(record, line)  # cost_usd onto the record and the line; settles once
-        m.requests.labels(record.dialect, provider, str(record.status)).inc()
-        m.duration.labels(record.dialect, provider).observe(record.duration_ms / 1000)
+        # each metric child looked up once per label set (prometheus_client's labels() is ~5 µs a call)
+        children = self._children.get((record.dialect, provider, record.status))
+        if children is None:
+            children = self._children[(record.dialect, provider, record.status)] = (
+                m.requests.labels(record.dialect, provider, str(record.status)),
+                m.duration.labels(record.dialect, provider),
+                m.ttfb.labels(record.dialect, provider),
+            )
+        children[0].inc()
+        children[1].observe(record.duration_ms / 1000)
         if record.ttfb_ms is not None:
-            m.ttfb.labels(record.dialect, provider).observe(record.ttfb_ms / 1000)
+            children[2].observe(record.ttfb_ms / 1000)
         if record.cache != "hit":  # a replayed answer's tokens were counted once, when it was first paid for
             for kind, value in (
                 ("input", record.input_tokens),
@@ -273,7 +286,10 @@ class Observer:
                 ("reasoning", record.reasoning_tokens),
             ):
                 if value:
-                    m.tokens.labels(provider, kind).inc(value)
+                    counter = self._tokens.get((provider, kind))
+                    if counter is None:
+                        counter = self._tokens[(provider, kind)] = m.tokens.labels(provider, kind)
+                    counter.inc(value)
             if record.cache_read_tokens:
                 target = f"{provider}:{record.upstream_model or ''}"
                 m.cached_input.labels(record.route or "", target).inc(record.cache_read_tokens)
@@ -300,9 +316,12 @@ _LOGGED = tuple(
 )
 
 
+_LOGGED_VALUES = operator.attrgetter(*_LOGGED)  # all the fields in one C call
+
+
 def log_line(record: AccessRecord) -> dict[str, Any]:
     """The access-log fields of ``record`` (also the request record of ``GET /admin/requests``)."""
-    line = {name: getattr(record, name) for name in _LOGGED}
+    line = dict(zip(_LOGGED, _LOGGED_VALUES(record), strict=True))
     line["attempts"] = [dict(a) for a in record.attempts]
     line["ts"] = time.time()
     return line

@@ -29,7 +29,7 @@ from gateway.events import (
 from gateway.framing.base import FramerError
 from gateway.framing.sse import SSEFrame
 from gateway.http import client as http_client
-from gateway.http.client import Response, read_at_most
+from gateway.http.client import Response
 from gateway.upstream.providers import Provider
 
 MAX_WHOLE_REPLY = 64 << 20  # a whole JSON reply; streamed ones are read as they come
@@ -72,8 +72,8 @@ class HttpEventSource(EventSource):
         self._response = response
         self._codec = codec
         self._closed = False
-        self._reads = _body_reads(response)
-        content_type = response.headers.get("content-type", "")
+        content_type, encoding = _type_and_encoding(response)
+        self._reads = _body_reads(response, encoding)
         self.is_json = "application/json" in content_type
         self._sse = provider.platform.framer(provider.settings)  # SSE, or the platform's (Bedrock: eventstream)
         self._decoder = codec.stream_decoder()
@@ -178,7 +178,7 @@ class HttpEventSource(EventSource):
         except http_client.HTTPError:
             return False
         self._response, self._closed = response, False
-        self._reads = _body_reads(response)
+        self._reads = _body_reads(response, _type_and_encoding(response)[1])
         if response.status_code >= 400:
             return False
         self._sse = self._provider.platform.framer(
@@ -201,7 +201,7 @@ class HttpEventSource(EventSource):
     async def _whole(self) -> list[Event]:
         self.done = True
         try:
-            body = await read_at_most(self._response, MAX_WHOLE_REPLY + 1)
+            body = await self._read_whole(MAX_WHOLE_REPLY + 1)
         except http_client.HTTPError as exc:
             return [StreamError("bad_gateway", f"upstream connection failed: {type(exc).__name__}", 502)]
         if len(body) > MAX_WHOLE_REPLY:  # a runaway or hostile upstream must not take the gateway's memory
@@ -215,6 +215,18 @@ class HttpEventSource(EventSource):
         if not isinstance(obj, dict):
             return [StreamError("bad_gateway", "upstream sent a reply that is not a JSON object", 502)]
         return self._codec.decode_whole(obj)
+
+    async def _read_whole(self, limit: int) -> bytes:
+        """The body through the same reads as a stream's (``_body_reads``: the transport's own
+        stream when not compressed), about its first ``limit`` bytes at most."""
+        parts = []
+        size = 0
+        async for chunk in self._reads:
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _array_of_chunks(self, chunks: list[dict[str, Any]]) -> list[Event]:
         """A JSON array of stream chunks (Gemini's streamed REST default, from an upstream that
@@ -267,11 +279,24 @@ class _BodyReads(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _body_reads(response: Response) -> _BodyReads:
+def _type_and_encoding(response: Response) -> tuple[str, str | None]:
+    """The response's content-type ("" when none) and content-encoding, in one pass over its raw
+    headers (each ``Headers.get`` normalises the name and scans them all)."""
+    types: list[str] = []
+    encodings: list[str] = []
+    for name, value in response.headers.raw:
+        lower = name.lower()
+        if lower == b"content-type":
+            types.append(value.decode("latin-1"))
+        elif lower == b"content-encoding":
+            encodings.append(value.decode("latin-1"))
+    return ", ".join(types), (", ".join(encodings) if encodings else None)  # joined as httpx's get joins them
+
+
+def _body_reads(response: Response, encoding: str | None) -> _BodyReads:
     """The body as it arrives. Not compressed: the response's stream itself, one item per socket
     read on the gateway's transport (``aiter_raw`` would add a generator, a chunker and a context
     manager per read for nothing); compressed: ``aiter_bytes`` (httpx inflates it)."""
-    encoding = response.headers.get("content-encoding")
     if encoding is None or encoding == "identity":
         return _Raw(cast("AsyncIterable[bytes]", response.stream))  # an async client's: never the sync kind
     return cast(_BodyReads, response.aiter_bytes())  # an async generator (httpx annotates it an AsyncIterator)

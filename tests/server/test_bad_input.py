@@ -65,7 +65,8 @@ def test_empty_body(gateway: Any, dialect: str) -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_invalid_utf8(gateway: Any, dialect: str) -> None:
-    assert_shape(dialect, 400, post(gateway, dialect, b'{"model": "\xff\xfe"}'))
+    body = assert_shape(dialect, 400, post(gateway, dialect, b'{"model": "\xff\xfe"}'))
+    assert "UTF-8 (byte 11)" in str(body)  # worded as such, not as a JSON error
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -79,6 +80,17 @@ def test_wrong_content_type(gateway: Any, dialect: str) -> None:
 def test_deeply_nested(gateway: Any, dialect: str) -> None:
     deep = b"[" * 200 + b"]" * 200
     assert_shape(dialect, 400, post(gateway, dialect, b'{"model": "demo", "x": ' + deep + b"}"))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_nested_one_level_past_the_limit(gateway: Any, dialect: str) -> None:
+    # max_json_depth = 64: the object is level 1, so 63 arrays fit and 64 do not
+    def nested(n: int) -> bytes:
+        return b'{"model": "demo", "x": ' + b"[" * n + b"]" * n + b"}"
+
+    body = assert_shape(dialect, 400, post(gateway, dialect, nested(64)))
+    assert "nested deeper than 64" in str(body)
+    assert "nested deeper" not in post(gateway, dialect, nested(63)).text
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
