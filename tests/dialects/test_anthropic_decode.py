@@ -106,10 +106,13 @@ def test_public_redacted_thinking_passes_data() -> None:
     assert isinstance(events[-1], End)
 
 
-def test_public_web_search_skips_server_blocks() -> None:
+def test_public_web_search_keeps_server_blocks_whole() -> None:
     events = _public("web-search-citations")
     starts = [e for e in events if isinstance(e, BlockStart)]
-    assert all(s.kind == "text" for s in starts)
+    # the server tool's blocks are kept whole (opaque, verbatim for an Anthropic caller), in order
+    kept = [s for s in starts if s.kind == "opaque"]
+    assert [s.item["type"] for s in kept if s.item] == ["server_tool_use", "web_search_tool_result"]
+    assert all(s.kind in ("text", "opaque") for s in starts) and starts[0].kind == "opaque"
     assert [s.index for s in starts] == list(range(len(starts)))
     reply = fold(events)
     assert reply.usage.input == 15665  # message_delta's late input count wins

@@ -73,7 +73,9 @@ def test_public_details() -> None:
     assert r.blocks[0].text.startswith("Got it — I’ll quickly check") and r.usage.cache_read == 3072
 
     r = fold(decode_bytes((PUBLIC / "web-search-citations.sse").read_bytes())[0])
-    assert [b.kind for b in r.blocks] == ["text"] and r.usage.cache_read == 3712
+    # the web_search_call items are kept whole (verbatim for a Responses caller), then the answer's text
+    assert [b.kind for b in r.blocks] == ["opaque"] * 6 + ["text"] and r.usage.cache_read == 3712
+    assert all(b.item is not None and b.item["type"] == "web_search_call" for b in r.blocks[:6])
 
     events = decode_bytes((PUBLIC / "error-failed.sse").read_bytes())[0]
     errors = [e for e in events if isinstance(e, StreamError)]
