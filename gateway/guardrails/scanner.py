@@ -45,6 +45,7 @@ class Scanner:
         triggers: dict[str, tuple[str, ...]] | None = None,
         charsets: dict[str, str] | None = None,
         leads: dict[str, str] | None = None,
+        seeds: dict[str, tuple[tuple[str, str], ...]] | None = None,
     ) -> None:
         self.types = [t for t, _, _ in patterns]
         # every character a match of the type can hold: with one for each type, a stream holds back
@@ -104,6 +105,17 @@ class Scanner:
                 # a match starts with a character of its type's leads or one of its triggers
                 self._firsts = [frozenset(leads[t]) | frozenset("".join(triggers[t])) for t in self.types]
                 self._prefilter = re.compile(_char_class(needed | rare)).search
+        # ``seeds``, per type, patterns one of which every match holds (a first character's class and
+        # the rest), far rarer than a digit. A text with a needed character but no seed holds no match,
+        # so a stream releases it up to its trailing run of the charsets (a match in progress) without
+        # the recognizers. One stdlib search that starts with a class (the engine skips to a character
+        # of it at C speed), then each seed's rest behind a look-behind for its first character.
+        self._seed: Callable[[str], re.Match[str] | None] | None = None
+        if seeds and self.charsets is not None and all(t in seeds for t in self.types):
+            pairs = list(dict.fromkeys(pair for t in self.types for pair in seeds[t]))
+            firsts = "".join(dict.fromkeys(first for first, _ in pairs))
+            rests = "|".join(f"(?<=[{first}]){rest}" for first, rest in pairs)
+            self._seed = re.compile(f"[{firsts}](?:{rests})").search
 
     def may_match(self, text: str) -> bool:
         """False: no type can match anywhere in ``text`` (it lacks every needed character)."""
@@ -184,6 +196,7 @@ class StreamRedactor:
         "_needed",
         "_lead",
         "_others",
+        "_seed",
     )
 
     def __init__(self, scanner: Scanner, redact: bool, guardrail: Any = None) -> None:
@@ -194,6 +207,7 @@ class StreamRedactor:
         self.hits: list[Hit] = []
         self._prefilter, self._needed = scanner._prefilter, scanner._needed_rx
         self._lead, self._others = scanner._lead, scanner._other_leads
+        self._seed = scanner._seed
 
     def feed(self, text: str) -> str:
         s = self.buffer + text if self.buffer else text
@@ -208,17 +222,44 @@ class StreamRedactor:
             rare = prefilter(s)
             if rare is None:
                 hold = len(s.rstrip(self._lead))
+            elif rare.group() in scanner.needed:  # (the first hit is a needed one: no second search)
+                return self._unseeded(s)
             elif self._needed(s, rare.start()) is None:  # type: ignore[misc]
                 hold = min(len(s.rstrip(self._lead)), *[len(s.rstrip(x)) for x in self._others])
             else:
-                return self._scan(s, final=False)
+                return self._unseeded(s)
         elif any(map(s.__contains__, scanner.needed)):  # (a long text: memchr per character)
-            return self._scan(s, final=False)
+            return self._unseeded(s)
         elif any(map(s.__contains__, scanner.rare)):
             hold = min(len(s.rstrip(self._lead)), *[len(s.rstrip(x)) for x in self._others])
         else:
             hold = len(s.rstrip(self._lead))
         if hold == len(s):
+            self.buffer = ""
+            released = s
+        elif hold:
+            released, self.buffer = s[:hold], s[hold:]
+        else:
+            self.buffer = s
+            return ""
+        self.context = released[-CONTEXT:] if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        return released
+
+    def _unseeded(self, s: str) -> str:
+        """``s`` holds a needed character (a digit): without any type's seed in it, no match can be
+        complete, so all goes but the earliest trailing run of a type's characters (what ``_scan``
+        holds); with one, the recognizers run."""
+        seed = self._seed
+        if seed is None or seed(s) is not None:
+            return self._scan(s, final=False)
+        end = hold = len(s)
+        last = s[-1]
+        for chars in self.scanner.charsets:  # type: ignore[union-attr]
+            if last in chars:  # (a set the last character is not in holds nothing: no rstrip)
+                hold = min(hold, len(s.rstrip(chars)))
+        while hold < end and s[hold] == " ":  # no match starts with a space
+            hold += 1
+        if hold == end:
             self.buffer = ""
             released = s
         elif hold:
