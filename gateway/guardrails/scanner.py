@@ -57,6 +57,11 @@ class Scanner:
         if self.charsets is not None:  # a set inside another never starts an earlier run (the min): left out
             sets = list(dict.fromkeys(frozenset(cs) for cs in self.charsets))
             self.charsets = ["".join(sorted(x)) for x in sets if not any(x < y for y in sets)]
+        # per character, the charsets holding it: a text's trailing runs start from its last character
+        self.ending: dict[str, tuple[str, ...]] = {}
+        for chars in self.charsets or ():
+            for c in chars:
+                self.ending[c] = (*self.ending.get(c, ()), chars)
         self._checks: dict[str, tuple[str, Check]] = {}
         self._alternatives: list[str] = []
         self._triggers: list[tuple[int, tuple[str, ...]]] = []
@@ -112,10 +117,11 @@ class Scanner:
         # of it at C speed), then each seed's rest behind a look-behind for its first character.
         self._seed: Callable[[str], re.Match[str] | None] | None = None
         if seeds and self.charsets is not None and all(t in seeds for t in self.types):
-            pairs = list(dict.fromkeys(pair for t in self.types for pair in seeds[t]))
-            firsts = "".join(dict.fromkeys(first for first, _ in pairs))
-            rests = "|".join(f"(?<=[{first}]){rest}" for first, rest in pairs)
-            self._seed = re.compile(f"[{firsts}](?:{rests})").search
+            by_first: dict[str, list[str]] = {}  # (one look-behind for the seeds sharing a first class)
+            for first, rest in dict.fromkeys(pair for t in self.types for pair in seeds[t]):
+                by_first.setdefault(first, []).append(rest)
+            rests = "|".join(f"(?<=[{first}])(?:{'|'.join(r)})" for first, r in by_first.items())
+            self._seed = re.compile(f"[{''.join(by_first)}](?:{rests})").search
 
     def may_match(self, text: str) -> bool:
         """False: no type can match anywhere in ``text`` (it lacks every needed character)."""
@@ -242,7 +248,7 @@ class StreamRedactor:
         else:
             self.buffer = s
             return ""
-        self.context = released[-CONTEXT:] if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        self.context = released if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
         return released
 
     def _unseeded(self, s: str) -> str:
@@ -253,10 +259,8 @@ class StreamRedactor:
         if seed is None or seed(s) is not None:
             return self._scan(s, final=False)
         end = hold = len(s)
-        last = s[-1]
-        for chars in self.scanner.charsets:  # type: ignore[union-attr]
-            if last in chars:  # (a set the last character is not in holds nothing: no rstrip)
-                hold = min(hold, len(s.rstrip(chars)))
+        for chars in self.scanner.ending.get(s[-1], ()):  # (a set without the last character holds nothing)
+            hold = min(hold, len(s.rstrip(chars)))
         while hold < end and s[hold] == " ":  # no match starts with a space
             hold += 1
         if hold == end:
@@ -267,7 +271,7 @@ class StreamRedactor:
         else:
             self.buffer = s
             return ""
-        self.context = released[-CONTEXT:] if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        self.context = released if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
         return released
 
     def flush(self) -> str:
@@ -283,7 +287,7 @@ class StreamRedactor:
         return None
 
     def _scan(self, text: str, final: bool) -> str:
-        ctx = self.context
+        ctx = self.context[-CONTEXT:]  # (a feed keeps a whole released piece: sliced only here)
         s = ctx + text
         pos = len(ctx)
         end = len(s)
