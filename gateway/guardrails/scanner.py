@@ -22,6 +22,7 @@ from typing import Any
 import regex
 
 from gateway.guardrails.pii import Check
+from gateway.guardrails.prefix import Prefilter, prefilter
 
 CONTEXT = 16  # released characters kept for the patterns' lookbehinds
 
@@ -115,6 +116,9 @@ class Scanner:
         # so a stream releases it up to its trailing run of the charsets (a match in progress) without
         # the recognizers. One stdlib search that starts with a class (the engine skips to a character
         # of it at C speed), then each seed's rest behind a look-behind for its first character.
+        # the operator's patterns (no triggers): the literal text each match starts with, where one
+        # can be proven (gateway/guardrails/prefix.py)
+        self.literal = prefilter([p for _, p, _ in patterns]) if not triggers else None
         self._seed: Callable[[str], re.Match[str] | None] | None = None
         if seeds and self.charsets is not None and all(t in seeds for t in self.types):
             by_first: dict[str, list[str]] = {}  # (one look-behind for the seeds sharing a first class)
@@ -219,7 +223,8 @@ class StreamRedactor:
         s = self.buffer + text if self.buffer else text
         prefilter = self._prefilter
         if prefilter is None:
-            return self._scan(s, final=False)
+            literal = self.scanner.literal
+            return self._scan(s, final=False) if literal is None else self._by_prefix(s, literal)
         # The common chunk: no character any match needs, so nothing in the held text and the new
         # text can be complete; only the trailing run of characters a match can start with is held
         # (usually the last word), the rest goes at once. No regex engine, no list, no new event.
@@ -272,6 +277,25 @@ class StreamRedactor:
             self.buffer = s
             return ""
         self.context = released if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        return released
+
+    def _by_prefix(self, s: str, literal: Prefilter) -> str:
+        """The operator's patterns behind their literal prefixes: a match starts at a whole prefix
+        or, in the last ``longest - 1`` characters, at a prefix's first character (one may still be
+        arriving). Before the earlier of the two nothing can match: it goes at once, no regex engine;
+        from a whole prefix on, the regex engine's partial search decides."""
+        end = len(s)
+        whole = literal.search(s)
+        tail = literal.first(s, max(0, end - literal.longest + 1))
+        cut = min(whole.start() if whole is not None else end, tail.start() if tail is not None else end)
+        if whole is not None and cut == 0:
+            return self._scan(s, final=False)
+        released = s[:cut]
+        if released:
+            self.context = released if cut >= CONTEXT else (self.context + released)[-CONTEXT:]
+        if whole is not None:
+            return released + self._scan(s[cut:], final=False)
+        self.buffer = s[cut:]
         return released
 
     def flush(self) -> str:

@@ -211,3 +211,49 @@ def test_values_in_other_digits_are_the_same_whatever_the_chunks() -> None:
     reference = SCANNER.redact(text)[0]
     for cut in range(1, len(text)):
         assert _stream(text, [cut]) == reference, cut
+
+
+REGEX_KIND = compile_guardrail(
+    GuardrailSettings(
+        name="projects",
+        kind="regex",
+        patterns=["(?i)project\\s+falcon", "TKT-\\d{4}", "(?<![a-z])ab+c|abd"],  # type: ignore[list-item]
+    )
+).scanner
+REGEX_FILLER = st.text(alphabet=st.sampled_from("aAbcdeTtkKK-0123 \nprojectPROJECTfalcon"), max_size=30)
+REGEX_VALUES = ["project falcon", "PROJECT\n FALCON", "TKT-1234", "abbbc", "abd", "TKT-12", "projec falcon"]
+
+
+def test_operator_patterns_get_a_literal_prefilter_where_one_is_proven() -> None:
+    from gateway.guardrails.prefix import prefilter
+
+    assert REGEX_KIND.literal is not None
+    assert prefilter(["(?i)project\\s+falcon", "TKT-\\d{4}"]).longest == 7  # type: ignore[union-attr]
+    for unproven in (["a?b"], ["(?x) a b"], ["x|"], ["\\mword"], ["ab", "[0-9]+"], ["(ab)c"]):
+        assert prefilter(unproven) is None, unproven
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(REGEX_FILLER, st.sampled_from(REGEX_VALUES)), min_size=1, max_size=5),
+    data=st.data(),
+)
+def test_a_regex_guardrail_delivers_the_reference_redaction_whatever_the_chunks(
+    pieces: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    """The literal-prefix pre-filter (a match starts at a whole prefix, or at a prefix's first
+    character near the end) changes nothing a caller sees: any chunking equals the whole text's."""
+    assert REGEX_KIND is not None
+    text = "".join(f"{filler}{value}" for filler, value in pieces)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=30))
+    assert _stream(text, cuts, REGEX_KIND) == REGEX_KIND.redact(text)[0]
+
+
+def test_a_longer_prefix_still_arriving_is_held_past_a_shorter_whole_one() -> None:
+    from gateway.guardrails.pii import always
+
+    scanner = Scanner([("long", "xabc", always), ("short", "ab", always)])
+    red = StreamRedactor(scanner, True)
+    assert red.feed("see xab") == "see "  # "ab" is whole, but "xab" may still become "xabc"
+    assert red.feed("c now") == "[REDACTED:long] now"
+    assert red.flush() == ""
