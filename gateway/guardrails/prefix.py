@@ -90,8 +90,7 @@ def _prefixes(pattern: str) -> list[str] | None:
     return out
 
 
-@functools.cache
-def _every_character() -> str:
+def _every_character() -> str:  # (4 MB: built for a pass, not kept)
     codes = array.array("I", range(0x110000))
     for surrogate in range(0xD800, 0xE000):  # (not characters a text can decode to)
         codes[surrogate] = 0x20
