@@ -217,11 +217,22 @@ REGEX_KIND = compile_guardrail(
     GuardrailSettings(
         name="projects",
         kind="regex",
-        patterns=["(?i)project\\s+falcon", "TKT-\\d{4}", "(?<![a-z])ab+c|abd"],  # type: ignore[list-item]
+        patterns=["(?i)project\\s+falcon", "TKT-\\d{4}", "(?<![a-z])ab+c|abd", "(?i)kb\\d"],  # type: ignore[list-item]
     )
 ).scanner
-REGEX_FILLER = st.text(alphabet=st.sampled_from("aAbcdeTtkKK-0123 \nprojectPROJECTfalcon"), max_size=30)
-REGEX_VALUES = ["project falcon", "PROJECT\n FALCON", "TKT-1234", "abbbc", "abd", "TKT-12", "projec falcon"]
+REGEX_FILLER = st.text(alphabet=st.sampled_from("aAbcdeTtkK\u212a-0123 \nprojectPROJECTfalcon"), max_size=30)
+REGEX_VALUES = [
+    "project falcon",
+    "PROJECT\n FALCON",
+    "TKT-1234",
+    "T\u212aT-1234",
+    "abbbc",
+    "abd",
+    "TKT-12",
+    "projec falcon",
+    "\u212ab7",
+    "KB7",
+]
 
 
 def test_operator_patterns_get_a_literal_prefilter_where_one_is_proven() -> None:
