@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.events import BlockStart, BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
-from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS, Check, always
+from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, SEEDS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
 from gateway.guardrails.webhook import Webhook
 from gateway.ir import ChatRequest, Message, OpaquePart, TextPart, ToolCallPart, ToolResultPart
@@ -66,7 +66,7 @@ def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
                 f"guardrail {spec.name!r}: unknown pii types {unknown}; known: {', '.join(RECOGNIZERS)}"
             )
         chosen = [(t, *RECOGNIZERS[t]) for t in RECOGNIZERS if t in types]  # the built-in priority order
-        scanner = Scanner(chosen, TRIGGERS, CHARSETS, LEADS)
+        scanner = Scanner(chosen, TRIGGERS, CHARSETS, LEADS, SEEDS)
     else:
         if not spec.patterns:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: kind regex needs patterns")

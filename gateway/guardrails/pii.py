@@ -99,6 +99,24 @@ LEADS: dict[str, str] = {
     "phone_number": "+(",
 }
 
+# type -> a pattern every match of the type's recognizer holds (a substring of its body; read off the
+# pattern below, and tests/guardrails/test_scanner.py checks it on every value and lookalike it finds):
+# a stream's text with digits but none of these holds no value that could be complete yet, so it is
+# released up to its trailing run without the recognizers (most numbers in prose: "in 3 of 12 runs")
+SEEDS: dict[str, tuple[tuple[str, str], ...]] = {  # type -> seeds, each (its first character's class, the rest)
+    "email": (("@", ""),),
+    "iban": (("A-Z", r"[A-Z]\d{2}"),),
+    "credit_card": ((r"\d", r"(?:[ -]?\d){12}"),),
+    "us_ssn": ((r"\d", r"\d{2}-\d{2}-\d{4}"),),
+    "ip_address": ((r"\d", r"\.\d"), (":", r"[0-9A-Fa-f]{0,4}:")),
+    "phone_number": (
+        (r"\+", r"\d"),
+        (r"(", r"\d{3}\)"),
+        (r"\d", r"\d{2}[ .-]\d{3}[ .-]\d{4}"),
+        ("0", r"\d{1,4}[ /-]\d{3}"),
+    ),
+}
+
 # type -> (pattern, check); order is priority at one position (a card before a phone number)
 RECOGNIZERS: dict[str, tuple[str, Check]] = {
     "email": (r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}(?![\w-])", always),

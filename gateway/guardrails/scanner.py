@@ -22,6 +22,7 @@ from typing import Any
 import regex
 
 from gateway.guardrails.pii import Check
+from gateway.guardrails.prefix import Prefilter, prefilter
 
 CONTEXT = 16  # released characters kept for the patterns' lookbehinds
 
@@ -45,6 +46,7 @@ class Scanner:
         triggers: dict[str, tuple[str, ...]] | None = None,
         charsets: dict[str, str] | None = None,
         leads: dict[str, str] | None = None,
+        seeds: dict[str, tuple[tuple[str, str], ...]] | None = None,
     ) -> None:
         self.types = [t for t, _, _ in patterns]
         # every character a match of the type can hold: with one for each type, a stream holds back
@@ -56,6 +58,11 @@ class Scanner:
         if self.charsets is not None:  # a set inside another never starts an earlier run (the min): left out
             sets = list(dict.fromkeys(frozenset(cs) for cs in self.charsets))
             self.charsets = ["".join(sorted(x)) for x in sets if not any(x < y for y in sets)]
+        # per character, the charsets holding it: a text's trailing runs start from its last character
+        self.ending: dict[str, tuple[str, ...]] = {}
+        for chars in self.charsets or ():
+            for c in chars:
+                self.ending[c] = (*self.ending.get(c, ()), chars)
         self._checks: dict[str, tuple[str, Check]] = {}
         self._alternatives: list[str] = []
         self._triggers: list[tuple[int, tuple[str, ...]]] = []
@@ -104,6 +111,21 @@ class Scanner:
                 # a match starts with a character of its type's leads or one of its triggers
                 self._firsts = [frozenset(leads[t]) | frozenset("".join(triggers[t])) for t in self.types]
                 self._prefilter = re.compile(_char_class(needed | rare)).search
+        # ``seeds``, per type, patterns one of which every match holds (a first character's class and
+        # the rest), far rarer than a digit. A text with a needed character but no seed holds no match,
+        # so a stream releases it up to its trailing run of the charsets (a match in progress) without
+        # the recognizers. One stdlib search that starts with a class (the engine skips to a character
+        # of it at C speed), then each seed's rest behind a look-behind for its first character.
+        # the operator's patterns (no triggers): the literal text each match starts with, where one
+        # can be proven (gateway/guardrails/prefix.py)
+        self.literal = prefilter([p for _, p, _ in patterns]) if not triggers else None
+        self._seed: Callable[[str], re.Match[str] | None] | None = None
+        if seeds and self.charsets is not None and all(t in seeds for t in self.types):
+            by_first: dict[str, list[str]] = {}  # (one look-behind for the seeds sharing a first class)
+            for first, rest in dict.fromkeys(pair for t in self.types for pair in seeds[t]):
+                by_first.setdefault(first, []).append(rest)
+            rests = "|".join(f"(?<=[{first}])(?:{'|'.join(r)})" for first, r in by_first.items())
+            self._seed = re.compile(f"[{''.join(by_first)}](?:{rests})").search
 
     def may_match(self, text: str) -> bool:
         """False: no type can match anywhere in ``text`` (it lacks every needed character)."""
@@ -184,6 +206,7 @@ class StreamRedactor:
         "_needed",
         "_lead",
         "_others",
+        "_seed",
     )
 
     def __init__(self, scanner: Scanner, redact: bool, guardrail: Any = None) -> None:
@@ -194,12 +217,14 @@ class StreamRedactor:
         self.hits: list[Hit] = []
         self._prefilter, self._needed = scanner._prefilter, scanner._needed_rx
         self._lead, self._others = scanner._lead, scanner._other_leads
+        self._seed = scanner._seed
 
     def feed(self, text: str) -> str:
         s = self.buffer + text if self.buffer else text
         prefilter = self._prefilter
         if prefilter is None:
-            return self._scan(s, final=False)
+            literal = self.scanner.literal
+            return self._scan(s, final=False) if literal is None else self._by_prefix(s, literal)
         # The common chunk: no character any match needs, so nothing in the held text and the new
         # text can be complete; only the trailing run of characters a match can start with is held
         # (usually the last word), the rest goes at once. No regex engine, no list, no new event.
@@ -208,12 +233,14 @@ class StreamRedactor:
             rare = prefilter(s)
             if rare is None:
                 hold = len(s.rstrip(self._lead))
+            elif rare.group() in scanner.needed:  # (the first hit is a needed one: no second search)
+                return self._unseeded(s)
             elif self._needed(s, rare.start()) is None:  # type: ignore[misc]
                 hold = min(len(s.rstrip(self._lead)), *[len(s.rstrip(x)) for x in self._others])
             else:
-                return self._scan(s, final=False)
+                return self._unseeded(s)
         elif any(map(s.__contains__, scanner.needed)):  # (a long text: memchr per character)
-            return self._scan(s, final=False)
+            return self._unseeded(s)
         elif any(map(s.__contains__, scanner.rare)):
             hold = min(len(s.rstrip(self._lead)), *[len(s.rstrip(x)) for x in self._others])
         else:
@@ -226,7 +253,49 @@ class StreamRedactor:
         else:
             self.buffer = s
             return ""
-        self.context = released[-CONTEXT:] if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        self.context = released if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        return released
+
+    def _unseeded(self, s: str) -> str:
+        """``s`` holds a needed character (a digit): without any type's seed in it, no match can be
+        complete, so all goes but the earliest trailing run of a type's characters (what ``_scan``
+        holds); with one, the recognizers run."""
+        seed = self._seed
+        if seed is None or seed(s) is not None:
+            return self._scan(s, final=False)
+        end = hold = len(s)
+        for chars in self.scanner.ending.get(s[-1], ()):  # (a set without the last character holds nothing)
+            hold = min(hold, len(s.rstrip(chars)))
+        while hold < end and s[hold] == " ":  # no match starts with a space
+            hold += 1
+        if hold == end:
+            self.buffer = ""
+            released = s
+        elif hold:
+            released, self.buffer = s[:hold], s[hold:]
+        else:
+            self.buffer = s
+            return ""
+        self.context = released if len(released) >= CONTEXT else (self.context + released)[-CONTEXT:]
+        return released
+
+    def _by_prefix(self, s: str, literal: Prefilter) -> str:
+        """The operator's patterns behind their literal prefixes: a match starts at a whole prefix
+        or, in the last ``longest - 1`` characters, at a prefix's first character (one may still be
+        arriving). Before the earlier of the two nothing can match: it goes at once, no regex engine;
+        from a whole prefix on, the regex engine's partial search decides."""
+        end = len(s)
+        whole = literal.search(s)
+        tail = literal.first(s, max(0, end - literal.longest + 1))
+        cut = min(whole.start() if whole is not None else end, tail.start() if tail is not None else end)
+        if whole is not None and cut == 0:
+            return self._scan(s, final=False)
+        released = s[:cut]
+        if released:
+            self.context = released if cut >= CONTEXT else (self.context + released)[-CONTEXT:]
+        if whole is not None:
+            return released + self._scan(s[cut:], final=False)
+        self.buffer = s[cut:]
         return released
 
     def flush(self) -> str:
@@ -242,7 +311,7 @@ class StreamRedactor:
         return None
 
     def _scan(self, text: str, final: bool) -> str:
-        ctx = self.context
+        ctx = self.context[-CONTEXT:]  # (a feed keeps a whole released piece: sliced only here)
         s = ctx + text
         pos = len(ctx)
         end = len(s)

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.guardrails.engine import compile_guardrail
-from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, TRIGGERS
+from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, SEEDS, TRIGGERS
 from gateway.guardrails.scanner import Scanner, StreamRedactor
 from gateway.settings import GuardrailSettings
 
-SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS, LEADS)  # as the engine
+SCANNER = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS, LEADS, SEEDS)  # as the engine
 RUNS = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()], TRIGGERS, CHARSETS)  # no lead-run fast path
 PARTIAL = Scanner([(t, p, c) for t, (p, c) in RECOGNIZERS.items()])  # the regex engine's partial matches
 
@@ -173,3 +173,98 @@ def test_a_digitless_lookalike_is_the_same_whatever_the_chunks() -> None:
     assert reference == "x;::;x [REDACTED:phone_number] "
     for cut in range(1, len(text)):
         assert _stream(text, [cut]) == reference, cut
+
+
+SEED_TEXT = st.text(alphabet=st.sampled_from("0123456789 -.:+()/@abAFGBZ٣"), max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=SEED_TEXT)
+def test_every_match_holds_a_seed_of_its_type(text: str) -> None:
+    """The seeds are read off the patterns: each of a recognizer's matches (lookalikes the check turns
+    down included) holds one of its type's, so a text without any may skip the recognizers."""
+    import re
+
+    for kind, (pattern, _) in RECOGNIZERS.items():
+        seed = re.compile("|".join(f"[{first}]{rest}" for first, rest in SEEDS[kind]))
+        for start in range(len(text)):
+            m = re.compile(pattern).match(text, start)
+            if m is not None:
+                assert seed.search(m.group()) is not None, (kind, m.group())
+    for kind, values in VALUES.items():
+        seed = re.compile("|".join(f"[{first}]{rest}" for first, rest in SEEDS[kind]))
+        assert all(seed.search(v) for v in values), kind
+
+
+def test_numbers_in_prose_are_released_without_the_recognizers() -> None:
+    """Digits but no seed ("in 3 of 12 runs"): all goes at once but a run that may grow into a value."""
+    red = StreamRedactor(SCANNER, True)
+    assert red.feed("it failed in 3 of 12 runs, so") == "it failed in 3 of 12 runs, "
+    assert red.feed(" call 415 555") == "so call "
+    assert red.feed(" 2671 now") == "[REDACTED:phone_number] "
+    assert red.flush() == "now"
+
+
+def test_values_in_other_digits_are_the_same_whatever_the_chunks() -> None:
+    """A number in Arabic-Indic digits beside an ASCII one: the stream says what the reference says."""
+    text = "call ٤١٥-٥٥٥-٢٦٧١ at 3 pm"
+    reference = SCANNER.redact(text)[0]
+    for cut in range(1, len(text)):
+        assert _stream(text, [cut]) == reference, cut
+
+
+REGEX_KIND = compile_guardrail(
+    GuardrailSettings(
+        name="projects",
+        kind="regex",
+        patterns=["(?i)project\\s+falcon", "TKT-\\d{4}", "(?<![a-z])ab+c|abd", "(?i)kb\\d"],  # type: ignore[list-item]
+    )
+).scanner
+REGEX_FILLER = st.text(alphabet=st.sampled_from("aAbcdeTtkK\u212a-0123 \nprojectPROJECTfalcon"), max_size=30)
+REGEX_VALUES = [
+    "project falcon",
+    "PROJECT\n FALCON",
+    "TKT-1234",
+    "T\u212aT-1234",
+    "abbbc",
+    "abd",
+    "TKT-12",
+    "projec falcon",
+    "\u212ab7",
+    "KB7",
+]
+
+
+def test_operator_patterns_get_a_literal_prefilter_where_one_is_proven() -> None:
+    from gateway.guardrails.prefix import prefilter
+
+    assert REGEX_KIND.literal is not None
+    assert prefilter(["(?i)project\\s+falcon", "TKT-\\d{4}"]).longest == 7  # type: ignore[union-attr]
+    for unproven in (["a?b"], ["(?x) a b"], ["x|"], ["\\mword"], ["ab", "[0-9]+"], ["(ab)c"]):
+        assert prefilter(unproven) is None, unproven
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(REGEX_FILLER, st.sampled_from(REGEX_VALUES)), min_size=1, max_size=5),
+    data=st.data(),
+)
+def test_a_regex_guardrail_delivers_the_reference_redaction_whatever_the_chunks(
+    pieces: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    """The literal-prefix pre-filter (a match starts at a whole prefix, or at a prefix's first
+    character near the end) changes nothing a caller sees: any chunking equals the whole text's."""
+    assert REGEX_KIND is not None
+    text = "".join(f"{filler}{value}" for filler, value in pieces)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=30))
+    assert _stream(text, cuts, REGEX_KIND) == REGEX_KIND.redact(text)[0]
+
+
+def test_a_longer_prefix_still_arriving_is_held_past_a_shorter_whole_one() -> None:
+    from gateway.guardrails.pii import always
+
+    scanner = Scanner([("long", "xabc", always), ("short", "ab", always)])
+    red = StreamRedactor(scanner, True)
+    assert red.feed("see xab") == "see "  # "ab" is whole, but "xab" may still become "xabc"
+    assert red.feed("c now") == "[REDACTED:long] now"
+    assert red.flush() == ""
