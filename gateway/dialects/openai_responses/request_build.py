@@ -33,6 +33,7 @@ log = logging.getLogger("gateway.dialects.openai_responses")
 # extras keys the parser uses for its own bookkeeping (never sent as top-level fields)
 INTERNAL = {
     "tools_hosted",
+    "tools_native",
     "tool_namespaces",
     "namespace_info",
     "tool_choice_hosted",
@@ -255,7 +256,11 @@ def _tools(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str, dict[
     out: list[dict[str, Any]] = []
     grouped: dict[str, dict[str, Any]] = {}
     ns_info: dict[str, dict[str, Any]] = extras.get("namespace_info") or {}
+    native: dict[str, dict[str, Any]] = extras.get("tools_native") or {}
     for tool in req.tools:
+        if tool.name in native:  # the caller's own custom / shell / apply_patch tool, verbatim
+            out.append(native[tool.name])
+            continue
         fn: dict[str, Any] = {"type": "function", "name": tool.name, "parameters": tool.parameters}
         if tool.description is not None:
             fn["description"] = tool.description
@@ -287,12 +292,16 @@ def _tool_choice(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str,
     c = req.tool_choice
     if c is None:
         return None
+    native: dict[str, dict[str, Any]] = extras.get("tools_native") or {}
+
+    def named(name: str) -> dict[str, Any]:
+        tool = native.get(name)
+        if tool is None:
+            return {"type": "function", **_call_name(name, namespaces)}
+        return {"type": "custom", "name": name} if tool.get("type") == "custom" else {"type": tool.get("type")}
+
     if c.mode == "tool" and c.name:
-        return {"type": "function", **_call_name(c.name, namespaces)}
+        return named(c.name)
     if c.allowed is not None and c.mode in ("auto", "required"):
-        return {
-            "type": "allowed_tools",
-            "mode": c.mode,
-            "tools": [{"type": "function", **_call_name(n, namespaces)} for n in c.allowed],
-        }
+        return {"type": "allowed_tools", "mode": c.mode, "tools": [named(n) for n in c.allowed]}
     return c.mode

@@ -42,6 +42,7 @@ from gateway.ir import (
     ToolResultPart,
 )
 
+from . import client_tools
 from .items import CLIENT_CALLS, CLIENT_RESULTS, client_call, client_result
 
 DIALECT = "openai-responses"
@@ -359,6 +360,7 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
     hosted: list[dict[str, Any]] = []
     namespaces: dict[str, dict[str, str]] = {}
     ns_info: dict[str, dict[str, Any]] = {}
+    native: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(tools):
         path = f"tools[{i}]"
         t = expect_dict(raw, path)
@@ -380,6 +382,12 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
                     others.append(inner)
             if others:
                 hosted.append({**t, "tools": others})
+        elif kind in client_tools.TYPES:  # run by the caller: a function for other upstreams
+            if kind == "custom":
+                get_str(t, "name", f"{path}.name", required=True)
+            tool = client_tools.declare(t)
+            native[tool.name] = t
+            req.tools.append(tool)
         elif isinstance(kind, str):
             warn_unknown(DIALECT, f"hosted tool {kind!r} (kept only for a Responses upstream)")
             hosted.append(t)
@@ -387,6 +395,8 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
             raise invalid(f"{path}.type: field required", param=f"{path}.type")
     if hosted:
         extras["tools_hosted"] = hosted
+    if native:
+        extras[client_tools.NATIVE_KEY] = native
     if namespaces:
         extras["tool_namespaces"] = namespaces
         extras["namespace_info"] = ns_info
@@ -406,6 +416,10 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
         name = get_str(choice, "name", "tool_choice.name", required=True) or ""
         ns = get_str(choice, "namespace", "tool_choice.namespace")
         req.tool_choice = ToolChoice("tool", f"{ns}{NS_SEP}{name}" if ns else name)
+    elif kind == "custom":
+        req.tool_choice = ToolChoice("tool", get_str(choice, "name", "tool_choice.name", required=True) or "")
+    elif kind in client_tools.TYPES:  # shell / local_shell / apply_patch: their function's name
+        req.tool_choice = ToolChoice("tool", client_tools.declare({"type": kind}).name)
     elif kind == "allowed_tools":
         mode = get_str(choice, "mode", "tool_choice.mode") or "auto"
         if mode not in ("auto", "required"):
@@ -413,8 +427,10 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
         names = []
         for j, t in enumerate(get_list(choice, "tools", "tool_choice.tools")):
             t = expect_dict(t, f"tool_choice.tools[{j}]")
-            if t.get("type") == "function" and isinstance(t.get("name"), str):
+            if t.get("type") in ("function", "custom") and isinstance(t.get("name"), str):
                 names.append(t["name"])
+            elif t.get("type") in client_tools.TYPES:
+                names.append(client_tools.declare(t).name)
         req.tool_choice = ToolChoice(TOOL_MODES[mode], allowed=names)
     elif isinstance(kind, str):
         warn_unknown(DIALECT, f"hosted tool_choice {kind!r}")
