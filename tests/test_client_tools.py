@@ -208,3 +208,31 @@ def test_a_tool_choice_of_the_custom_tool_names_its_function(gw: Gateway) -> Non
         tool_choice={"type": "custom", "name": "apply_patch"},
     )
     assert gw.sent("anthropic")["tool_choice"] == {"type": "tool", "name": "apply_patch"}
+
+
+EXEC = {"type": "custom", "name": "exec", "description": "Run JavaScript.", "format": {"type": "text"}}
+LITE_TOOLS = {"type": "namespace", "name": "functions", "description": "Local code mode", "tools": [EXEC]}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_codex_lite_tools_declared_in_the_input_and_in_a_namespace_reach_the_upstream(
+    gw: Gateway, stream: bool
+) -> None:
+    """Codex's requests for current model slugs declare their tools in an ``additional_tools``
+    input item (and none at the top), a custom ``exec`` inside a ``functions`` namespace."""
+    lite: list[Any] = [
+        {"type": "additional_tools", "role": "developer", "tools": [LITE_TOOLS]},
+        {"role": "user", "content": "run it"},
+    ]
+    response, _ = _create(gw, stream, model="anthropic--exec", input=lite, store=False)
+    body = gw.sent("anthropic")
+    assert [t["name"] for t in body["tools"]] == ["functions__exec"]
+    assert body["tools"][0]["input_schema"]["required"] == ["input"]
+    [call] = response.output
+    assert call.type == "custom_tool_call" and call.name == "exec" and call.namespace == "functions"
+    assert call.input == "console.log(1)"
+    # sent back, the call is the function the upstream declared
+    output = {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "1"}
+    second, _ = _create(gw, stream, model="anthropic--exec", input=[*lite, call.to_dict(), output], store=False)
+    assert second.output_text == "done"
+    assert gw.sent("anthropic")["messages"][1]["content"][0]["name"] == "functions__exec"

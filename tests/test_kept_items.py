@@ -431,3 +431,32 @@ def test_a_continued_response_echoes_its_previous_response_id(gw: Gateway, strea
     objects = [e.response for e in events if e.type in ("response.created", "response.completed")]
     assert [r.previous_response_id for r in objects] == [first.id, first.id]
     assert "previous_response_id" not in gw.upstream.received[-1][1]
+
+
+def test_custom_and_built_in_tools_reach_a_responses_upstream_as_declared(gw: Gateway) -> None:
+    """Codex's custom ``apply_patch`` (with its grammar), ``local_shell`` and a namespace holding a
+    custom tool: verbatim, in their order, with the tool choice naming the custom tool."""
+    patch = {
+        "type": "custom",
+        "name": "apply_patch",
+        "description": "Edit files.",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+    }
+    space = {
+        "type": "namespace",
+        "name": "functions",
+        "description": "code",
+        "tools": [{"type": "custom", "name": "exec"}],
+    }
+    tools: list[Any] = [patch, {"type": "local_shell"}, {"type": "shell"}, space]
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-caller", max_retries=0, timeout=20)
+    client.responses.create(
+        model="openai-responses--items",
+        input="text",
+        tools=tools,
+        tool_choice={"type": "custom", "name": "apply_patch"},
+        store=False,
+    )
+    body = gw.upstream.received[-1][1]
+    assert body["tools"] == tools
+    assert body["tool_choice"] == {"type": "custom", "name": "apply_patch"}

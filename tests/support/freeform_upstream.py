@@ -26,6 +26,7 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "shell": ("shell", SHELL),
     "local_shell": ("local_shell", LOCAL_SHELL),
     "apply_patch": ("apply_patch", OPERATION),
+    "exec": ("functions__exec", {"input": "console.log(1)"}),
 }
 STEP = 5  # the arguments' fragment size in a stream
 

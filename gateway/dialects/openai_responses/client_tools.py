@@ -123,19 +123,25 @@ def _input_description(tool: dict[str, Any]) -> str:
     return f"{_CUSTOM_INPUT} It must match this {syntax} grammar exactly:\n{definition}"
 
 
-def native_item(tool: dict[str, Any], call_id: str, arguments: str, status: str = "completed") -> dict[str, Any]:
+def native_item(
+    tool: dict[str, Any], call_id: str, arguments: str, status: str = "completed", namespace: str | None = None
+) -> dict[str, Any]:
     """The caller's own item for the model's call of ``tool``'s function (``arguments``: its JSON
-    text, possibly empty while a stream has only begun)."""
+    text, possibly empty while a stream has only begun); ``namespace``: the namespace tool the
+    caller declared it in (the item names it, as OpenAI's does)."""
     args = _object(arguments)
     if tool.get("type") == "custom":
         text = args.get("input") if isinstance(args.get("input"), str) else (arguments if args == {} else "")
-        return {
+        item = {
             "type": "custom_tool_call",
             "id": new_id("ctc_"),
             "call_id": call_id,
             "name": str(tool.get("name") or ""),
             "input": text if arguments.strip() else "",
         }
+        if namespace:
+            item["namespace"] = namespace
+        return item
     _, _, _, item_type, field, prefix = _BUILT_IN[str(tool.get("type"))]
     value = _action(str(tool.get("type")), args)
     return {"type": item_type, "id": new_id(prefix), "call_id": call_id, field: value, "status": status}

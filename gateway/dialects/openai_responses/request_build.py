@@ -258,19 +258,19 @@ def _tools(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str, dict[
     ns_info: dict[str, dict[str, Any]] = extras.get("namespace_info") or {}
     native: dict[str, dict[str, Any]] = extras.get("tools_native") or {}
     for tool in req.tools:
-        if tool.name in native:  # the caller's own custom / shell / apply_patch tool, verbatim
-            out.append(native[tool.name])
-            continue
         fn: dict[str, Any] = {"type": "function", "name": tool.name, "parameters": tool.parameters}
         if tool.description is not None:
             fn["description"] = tool.description
         if tool.strict is not None:
             fn["strict"] = tool.strict
         ns = namespaces.get(tool.name)
+        if tool.name in native:  # the caller's own custom / shell / apply_patch tool, verbatim
+            fn = native[tool.name]
+        elif ns is not None:
+            fn["name"] = ns["name"]
         if ns is None:
             out.append(fn)
             continue
-        fn["name"] = ns["name"]
         container = grouped.get(ns["namespace"])
         if container is None:
             container = {
@@ -298,7 +298,9 @@ def _tool_choice(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str,
         tool = native.get(name)
         if tool is None:
             return {"type": "function", **_call_name(name, namespaces)}
-        return {"type": "custom", "name": name} if tool.get("type") == "custom" else {"type": tool.get("type")}
+        if tool.get("type") == "custom":
+            return {"type": "custom", "name": tool.get("name")}
+        return {"type": tool.get("type")}
 
     if c.mode == "tool" and c.name:
         return named(c.name)

@@ -127,8 +127,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     instructions = get_str(body, "instructions", "instructions")
     if instructions:
         req.system.append(TextPart(instructions))
-    _parse_input(body.get("input"), req)
-    _parse_tools(get_list(body, "tools", "tools"), req, extras)
+    declared: list[Any] = []  # tools declared in the input (``additional_tools`` items)
+    _parse_input(body.get("input"), req, declared)
+    _parse_tools(declared + get_list(body, "tools", "tools"), req, extras)
     _parse_tool_choice(body.get("tool_choice"), req, extras)
 
     req.parallel_tool_calls = get_bool(body, "parallel_tool_calls", "parallel_tool_calls")
@@ -161,7 +162,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
 # --------------------------------------------------------------------------- input items
 
 
-def _parse_input(value: Any, req: ChatRequest) -> None:
+def _parse_input(value: Any, req: ChatRequest, declared: list[Any]) -> None:
     if value is None:
         raise invalid("input: field required", param="input")
     if isinstance(value, str):
@@ -192,6 +193,11 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
             _tool_result(msgs, ToolResultPart(call_id, content))
         elif kind == "reasoning":
             _assistant(msgs).content.append(_reasoning_item(item, path))
+        elif kind == "additional_tools":
+            # Codex's "Responses lite" requests (current model slugs) declare their tools in the
+            # input, at the place they join, and none at the top: they are the request's tools
+            # (every upstream is sent them as its own tool list; a Responses one at the top).
+            declared.extend(get_list(item, "tools", f"{path}.tools"))
         elif kind == "item_reference":
             raise invalid(
                 f"{path}: item_reference needs a response store; this gateway does not keep one: send the item itself",
@@ -199,6 +205,9 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
             )
         elif kind in CLIENT_CALLS:  # custom / shell / apply-patch calls: function calls elsewhere (items.py)
             call_id, name, args = client_call(item) or ("", "", "{}")
+            ns = item.get("namespace")
+            if isinstance(ns, str) and ns:  # a custom tool declared in a namespace: its flattened name
+                name = f"{ns}{NS_SEP}{name}"
             _assistant(msgs).content.append(ToolCallPart(call_id, name, args, item, DIALECT))
         elif kind in CLIENT_RESULTS:
             call_id, text = client_result(item) or ("", "")
@@ -377,6 +386,12 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
                 if inner.get("type") == "function":
                     tool = _function_tool(inner, ipath, f"{ns}{NS_SEP}")
                     namespaces[tool.name] = {"namespace": ns, "name": tool.name[len(ns) + len(NS_SEP) :]}
+                    req.tools.append(tool)
+                elif inner.get("type") in client_tools.TYPES:  # a custom tool in a namespace (Codex's exec)
+                    tool = client_tools.declare(inner)
+                    namespaces[f"{ns}{NS_SEP}{tool.name}"] = {"namespace": ns, "name": tool.name}
+                    tool.name = f"{ns}{NS_SEP}{tool.name}"
+                    native[tool.name] = inner
                     req.tools.append(tool)
                 else:
                     others.append(inner)

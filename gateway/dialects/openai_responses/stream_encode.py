@@ -228,8 +228,10 @@ class ResponsesStreamEncoder:
     def _native_start(self, ev: BlockStart, oi: int) -> bytes:
         """A function call of a custom / shell / apply_patch tool the caller declared: its own item."""
         tool = self._native[ev.name or ""]
-        item = native_item(tool, ev.id or new_id("call_"), "", "in_progress")
+        namespace = (self._namespaces.get(ev.name or "") or {}).get("namespace")
+        item = native_item(tool, ev.id or new_id("call_"), "", "in_progress", namespace)
         block = _Out("native", oi, item["id"])
+        block.namespace = namespace
         block.call_id, block.native = item["call_id"], tool
         if item["type"] == "custom_tool_call":
             block.input = InputStream()
@@ -242,7 +244,7 @@ class ResponsesStreamEncoder:
     def _native_stop(self, block: _Out) -> bytes:
         assert block.native is not None
         oi, item_id = block.output_index, block.item_id
-        item = native_item(block.native, block.call_id, "".join(block.chunks))
+        item = native_item(block.native, block.call_id, "".join(block.chunks), namespace=block.namespace)
         item["id"] = item_id
         self._final[oi] = item
         done = self._frame(

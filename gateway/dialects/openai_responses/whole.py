@@ -119,8 +119,9 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
 def _tools_echo(req: ChatRequest) -> list[dict[str, Any]]:
     out = []
     native: dict[str, dict[str, Any]] = req.extras.get(DIALECT, {}).get(NATIVE_KEY) or {}
+    namespaces: dict[str, Any] = req.extras.get(DIALECT, {}).get("tool_namespaces") or {}
     for t in req.tools:
-        if t.name in native:  # a custom / shell / apply_patch tool, as the caller declared it
+        if t.name in native and t.name not in namespaces:  # a custom / shell / apply_patch tool, as declared
             out.append(native[t.name])
             continue
         tool: dict[str, Any] = {
@@ -269,7 +270,8 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
         elif block.kind == "text":
             output.append(message_item(new_id("msg_"), block.text))
         elif block.kind == "tool_call" and block.name in native and not block.namespace:  # client_tools.py
-            output.append(native_item(native[block.name], block.id or new_id("call_"), block.arguments))
+            ns = (namespaces.get(block.name) or {}).get("namespace")
+            output.append(native_item(native[block.name], block.id or new_id("call_"), block.arguments, namespace=ns))
         elif block.kind == "tool_call":
             output.append(
                 call_item(
