@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 import orjson
 import pytest
@@ -236,3 +237,14 @@ def test_codex_lite_tools_declared_in_the_input_and_in_a_namespace_reach_the_ups
     second, _ = _create(gw, stream, model="anthropic--exec", input=[*lite, call.to_dict(), output], store=False)
     assert second.output_text == "done"
     assert gw.sent("anthropic")["messages"][1]["content"][0]["name"] == "functions__exec"
+
+
+def test_hosted_tools_another_upstream_cannot_run_are_reported_dropped(gw: Gateway) -> None:
+    """Codex's ``web_search`` (run only by OpenAI) is not sent to an Anthropic upstream, and the
+    answer says so; the custom tool beside it is."""
+    body = {"model": "anthropic--custom", "input": "text", "tools": [{"type": "web_search"}, APPLY_PATCH]}
+    reply = httpx.post(gw.url + "/v1/responses", json=body, headers={"authorization": "Bearer sk-caller"}, timeout=20)
+    assert reply.status_code == 200, reply.text
+    assert "tools.hosted" in reply.headers["x-gateway-dropped"]
+    assert [t["name"] for t in gw.sent("anthropic")["tools"]] == ["apply_patch"]
+    assert reply.json()["output"][0]["type"] == "custom_tool_call"
