@@ -3,7 +3,7 @@ functions (gateway/dialects/openai_responses/client_tools.py), with the openai S
 
 Codex CLI declares ``apply_patch`` as a ``custom`` tool with a Lark grammar, and the API's
 ``shell`` / ``local_shell`` / ``apply_patch`` tool types. An Anthropic or Chat upstream
-(tests/support/freeform_upstream.py) is given each as a function tool; its model's call of that
+(tests/support/freeform_upstream.py; Gemini too) is given each as a function tool; its model's call of that
 function reaches the caller as the tool type's own item (``custom_tool_call`` with the input
 string, ``shell_call`` …), whole and streamed (``response.custom_tool_call_input.delta`` /
 ``.done``), and the caller's item and its output sent back reach the upstream as the function
@@ -33,7 +33,7 @@ APPLY_PATCH = {
     "description": "Use the `apply_patch` tool to edit files.",
     "format": {"type": "grammar", "syntax": "lark", "definition": GRAMMAR},
 }
-UPSTREAMS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions"}
+UPSTREAMS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "gemini": "enerateContent"}
 
 
 class Gateway:
@@ -43,7 +43,7 @@ class Gateway:
 
     def sent(self, upstream: str) -> dict[str, Any]:
         path, body = self.upstream.received[-1]
-        assert path == UPSTREAMS[upstream]
+        assert UPSTREAMS[upstream] in path
         return body
 
 
@@ -59,6 +59,14 @@ def _function(body: dict[str, Any], upstream: str, name: str) -> dict[str, Any]:
     for tool in body.get("tools") or []:
         if upstream == "anthropic" and tool.get("name") == name:
             return {"description": tool.get("description"), "parameters": tool["input_schema"]}
+        if upstream == "gemini":
+            for fn in tool.get("functionDeclarations") or []:
+                if fn["name"] == name:
+                    return {
+                        "description": fn.get("description"),
+                        "parameters": fn.get("parameters") or fn.get("parametersJsonSchema"),
+                    }
+            continue
         if upstream == "openai-chat" and tool["function"]["name"] == name:
             fn = tool["function"]
             return {"description": fn.get("description"), "parameters": fn["parameters"]}
@@ -93,13 +101,13 @@ def test_a_custom_tool_is_a_function_upstream_and_its_call_a_custom_tool_call(
     [call] = response.output
     assert call.type == "custom_tool_call"
     assert call.name == "apply_patch" and call.input == PATCH
-    assert call.call_id in ("toolu_1", "call_1")
+    assert call.call_id in ("toolu_1", "call_1") or upstream == "gemini"  # (Gemini's calls have no id)
     assert response.status == "completed"
     assert [t.type for t in response.tools] == ["custom"]  # echoed as declared
     if stream:
         deltas = [e for e in events if e.type == "response.custom_tool_call_input.delta"]
         [done] = [e for e in events if e.type == "response.custom_tool_call_input.done"]
-        assert len(deltas) > 1  # the input grows as the arguments stream
+        assert len(deltas) > 1 or upstream == "gemini"  # the input grows as the arguments stream (Gemini's come whole)
         assert "".join(e.delta for e in deltas) == PATCH == done.input
         assert {e.item_id for e in deltas} == {done.item_id} == {call.id}
         [added] = [e for e in events if e.type == "response.output_item.added"]
@@ -132,6 +140,12 @@ def test_a_custom_tool_call_and_its_output_go_back_as_the_function_call_and_its_
         assert use == {"type": "tool_use", "id": call.call_id, "name": "apply_patch", "input": {"input": PATCH}}
         assert result["content"][0]["tool_use_id"] == call.call_id
         assert "Done! A text.txt" in str(result["content"][0]["content"])
+    elif upstream == "gemini":
+        [fc] = body["contents"][1]["parts"]
+        assert fc["functionCall"]["name"] == "apply_patch" and fc["functionCall"]["args"] == {"input": PATCH}
+        [fr] = body["contents"][2]["parts"]
+        assert fr["functionResponse"]["name"] == "apply_patch"
+        assert "Done! A text.txt" in str(fr["functionResponse"]["response"])
     else:
         assistant, result = body["messages"][1], body["messages"][2]
         [tc] = assistant["tool_calls"]
@@ -180,7 +194,8 @@ def test_built_in_client_tools_are_functions_upstream_and_their_calls_the_tools_
     [call] = response.output
     assert call.type == item_type
     assert getattr(call, field).to_dict() == value
-    assert call.call_id in ("toolu_1", "call_1") and call.status == "completed"
+    assert call.call_id in ("toolu_1", "call_1") or upstream == "gemini"
+    assert call.status == "completed"
     if stream:
         [added] = [e for e in events if e.type == "response.output_item.added"]
         assert added.item.type == item_type and added.item.id == call.id
@@ -196,6 +211,10 @@ def test_built_in_client_tools_are_functions_upstream_and_their_calls_the_tools_
     second, _ = _create(gw, stream, model=f"{upstream}--{kind}", input=history, tools=[tool], store=False)
     assert second.output_text == "done"
     body = gw.sent(upstream)
+    if upstream == "gemini":
+        assert body["contents"][1]["parts"][0]["functionCall"]["name"] == kind
+        assert "text.txt" in str(body["contents"][2])
+        return
     sent_call = body["messages"][1]["content"][0] if upstream == "anthropic" else body["messages"][1]["tool_calls"][0]
     assert (sent_call.get("name") or sent_call["function"]["name"]) == kind
     assert "text.txt" in str(body["messages"][2])

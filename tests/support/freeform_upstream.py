@@ -1,11 +1,11 @@
-"""A loopback Anthropic and Chat upstream whose model calls one of the function tools it was given.
+"""A loopback Anthropic, Chat and Gemini upstream whose model calls one of the function tools it was given.
 
 Which one, and with what arguments, is the scenario (the model name's part after ``--``, see
 ``CALLS``): Codex's custom ``apply_patch`` tool arrives as a function of one ``input`` string, the
 built-in shell / local_shell / apply_patch tools as functions of their action's fields. A request
 whose last turn carries a tool result is answered with the text ``done``. Streams send the
 arguments in small fragments, cutting through escapes, the way the providers stream them
-(Anthropic ``input_json_delta``, Chat ``tool_calls[].function.arguments``). Every request body is
+(Anthropic ``input_json_delta``, Chat ``tool_calls[].function.arguments``; Gemini sends a call whole). Every request body is
 kept in ``received``.
 """
 
@@ -32,6 +32,9 @@ STEP = 5  # the arguments' fragment size in a stream
 
 
 def _answered(body: dict[str, Any]) -> bool:
+    if "contents" in body:  # Gemini
+        parts = (body["contents"] or [{}])[-1].get("parts") or []
+        return any("functionResponse" in p for p in parts)
     last = (body.get("messages") or [{}])[-1]
     if last.get("role") == "tool":
         return True
@@ -117,8 +120,21 @@ def chat(model: str, call: tuple[str, dict[str, Any]] | None, stream: bool) -> t
     return "text/event-stream", out + b"data: [DONE]\n\n"
 
 
+def gemini(model: str, call: tuple[str, dict[str, Any]] | None, stream: bool) -> tuple[str, bytes]:
+    """Gemini sends a function call whole, in one chunk."""
+    part: dict[str, Any] = {"functionCall": {"name": call[0], "args": call[1]}} if call else {"text": "done"}
+    whole = {
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": model,
+    }
+    if stream:
+        return "text/event-stream", _sse(whole)
+    return "application/json", orjson.dumps(whole)
+
+
 class FreeformUpstream:
-    """The ASGI app: ``/v1/messages`` and ``/v1/chat/completions``."""
+    """The ASGI app: ``/v1/messages``, ``/v1/chat/completions`` and Gemini's ``generateContent``."""
 
     def __init__(self) -> None:
         self.received: list[tuple[str, dict[str, Any]]] = []
@@ -131,12 +147,16 @@ class FreeformUpstream:
         path = scope["path"]
         self.received.append((path, body))
         model = str(body.get("model", ""))
+        if "/models/" in path:
+            model = path.split("/models/", 1)[1].rsplit(":", 1)[0]
         call = None if _answered(body) else CALLS.get(model.rsplit("--", 1)[-1])
         stream = bool(body.get("stream"))
         if path.endswith("/messages"):
             content_type, out = anthropic(model, call, stream)
         elif path.endswith("/chat/completions"):
             content_type, out = chat(model, call, stream)
+        elif ":generateContent" in path or ":streamGenerateContent" in path:
+            content_type, out = gemini(model, call, ":streamGenerateContent" in path)
         else:
             content_type, out = "application/json", b'{"error": "no such endpoint"}'
         headers = [(b"content-type", content_type.encode())]
