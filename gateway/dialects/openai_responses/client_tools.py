@@ -182,64 +182,84 @@ def _object(arguments: str) -> dict[str, Any]:
 class InputStream:
     """The ``input`` string of a custom tool's function call, decoded while its JSON arguments
     stream (``{"input": "*** Begin Patch\\n…``), so the caller sees the freeform input grow as
-    ``response.custom_tool_call_input.delta`` events. Arguments of another shape give nothing
-    until the end (``feed`` returns ``""``); the whole input is then the done event's."""
+    ``response.custom_tool_call_input.delta`` events. Each fragment is decoded once (a patch of
+    any size costs linear time); an escape cut by a fragment waits for the next. Arguments of
+    another shape give nothing until the end (``feed`` returns ``""``); the whole input is then the
+    done event's."""
 
-    __slots__ = ("text", "sent", "_start", "_off")
+    __slots__ = ("_sent", "_raw", "_state")
 
     def __init__(self) -> None:
-        self.text = ""  # the arguments so far
-        self.sent = ""  # the input decoded and sent so far
-        self._start = -1  # where the input string's content starts in ``text``
-        self._off = False  # the arguments are not {"input": "..."}: no deltas
+        self._sent: list[str] = []  # the input decoded and sent so far
+        self._raw = ""  # the arguments not yet decoded (before the string: all of them)
+        self._state = "head"  # head (before the string) | body | closed | off (not {"input": "..."})
 
     def feed(self, fragment: str) -> str:
         """The input text that ``fragment`` completes, not yet sent."""
-        self.text += fragment
-        if self._off:
+        if self._state in ("closed", "off"):
             return ""
-        if self._start < 0:
-            head = self.text.lstrip()
-            if not head:
+        self._raw += fragment
+        if self._state == "head":
+            compact = "".join(self._raw.split())
+            if not (_LEAD.startswith(compact) or compact.startswith(_LEAD)):
+                self._state = "off"
                 return ""
-            lead = '{"input":"'
-            compact = head.replace(" ", "").replace("\n", "")
-            if not (lead.startswith(compact) or compact.startswith(lead)):
-                self._off = True
+            if len(compact) < len(_LEAD):
                 return ""
-            if len(compact) < len(lead):
-                return ""
-            self._start = self.text.index('"', self.text.index(":")) + 1
-        decoded = _decode_prefix(self.text[self._start :])
-        if decoded is None or not decoded.startswith(self.sent):
+            self._state = "body"
+            self._raw = self._raw[self._raw.index('"', self._raw.index(":")) + 1 :]
+        end, closed = _safe_end(self._raw)
+        if end == 0:
             return ""
-        new = decoded[len(self.sent) :]
-        self.sent = decoded
+        try:
+            new = orjson.loads(b'"' + self._raw[:end].encode() + b'"')
+        except (orjson.JSONDecodeError, UnicodeEncodeError):
+            self._state = "off"
+            return ""
+        self._raw = "" if closed else self._raw[end:]
+        if closed:
+            self._state = "closed"
+        new = new if isinstance(new, str) else ""
+        self._sent.append(new)
         return new
 
+    @property
+    def sent(self) -> str:
+        """The input sent so far."""
+        return "".join(self._sent)
 
-def _decode_prefix(raw: str) -> str | None:
-    """The JSON string content ``raw`` begins with, decoded as far as it is complete."""
+
+_LEAD = '{"input":"'
+
+
+def _safe_end(text: str) -> tuple[int, bool]:
+    """Where the string content ``text`` begins with can be decoded up to — not into an escape a
+    fragment cut, nor between a surrogate pair's two escapes — and whether its closing quote is
+    there."""
+    i, n = 0, len(text)
     end = 0
-    i = 0
-    while i < len(raw):
-        ch = raw[i]
+    while i < n:
+        ch = text[i]
         if ch == '"':
-            end = i
-            break
-        if ch == "\\":
-            step = 6 if raw[i + 1 : i + 2] == "u" else 2
-            if i + step > len(raw):
-                break
-            i += step
-        else:
+            return i, True
+        if ch != "\\":
             i += 1
-        end = i
-    chunk = raw[:end]
-    for cut in (0, 6):  # a trailing high surrogate waits for its pair
-        try:
-            value = orjson.loads(b'"' + chunk[: len(chunk) - cut].encode() + b'"')
-        except orjson.JSONDecodeError:
+            end = i
             continue
-        return value if isinstance(value, str) else None
-    return None
+        if i + 1 >= n:
+            break
+        if text[i + 1] != "u":
+            i += 2
+            end = i
+            continue
+        if i + 6 > n:
+            break
+        code = text[i + 2 : i + 6]
+        if code[0] in "dD" and code[1] in "89abAB":
+            if i + 12 > n:  # a high surrogate: decoded with its pair
+                break
+            i += 12
+        else:
+            i += 6
+        end = i
+    return end, False
