@@ -5,7 +5,12 @@ assistant turn they belong to, ``function_call_output`` items become a user turn
 Codex ``namespace`` tools are flattened to ``<namespace>__<name>`` function tools; the mapping is
 kept in ``extras["openai-responses"]["tool_namespaces"]`` so a Responses builder and encoder can
 restore the namespaced names. Hosted tools (web_search, mcp, …) can only run at OpenAI: they are
-kept in ``extras["openai-responses"]["tools_hosted"]`` for a same-dialect upstream.
+kept in ``extras["openai-responses"]["tools_hosted"]`` for a same-dialect upstream (reported as
+dropped for any other). Tools the caller runs itself — ``custom`` (Codex's ``apply_patch``),
+``shell``, ``local_shell``, ``apply_patch`` — are function tools for other upstreams and kept
+verbatim in ``extras["openai-responses"]["tools_native"]`` (client_tools.py). Tools declared in
+the input (``additional_tools`` items: Codex's requests for current model slugs) are the
+request's tools as if declared at the top.
 """
 
 from __future__ import annotations
