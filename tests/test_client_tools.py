@@ -267,3 +267,22 @@ def test_hosted_tools_another_upstream_cannot_run_are_reported_dropped(gw: Gatew
     assert "tools.hosted" in reply.headers["x-gateway-dropped"]
     assert [t["name"] for t in gw.sent("anthropic")["tools"]] == ["apply_patch"]
     assert reply.json()["output"][0]["type"] == "custom_tool_call"
+
+
+def test_a_stored_custom_call_continued_on_a_responses_upstream_is_a_custom_tool_call(gw: Gateway) -> None:
+    """A turn an Anthropic upstream answered with the custom tool, continued on a Responses
+    upstream (another route, a fallback): OpenAI gets the ``custom_tool_call`` and its output."""
+    first = gw.client.responses.create(model="anthropic--custom", input="add text.txt", tools=[APPLY_PATCH])
+    [call] = first.output
+    output = {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done!"}
+    second = gw.client.responses.create(
+        model="openai-responses--custom", input=[output], tools=[APPLY_PATCH], previous_response_id=first.id
+    )
+    assert second.output_text == "done"
+    path, body = gw.upstream.received[-1]
+    assert path.endswith("/responses")
+    assert body["tools"] == [APPLY_PATCH]
+    assert body["input"][1:] == [
+        {"type": "custom_tool_call", "call_id": call.call_id, "name": "apply_patch", "input": PATCH},
+        output,
+    ]

@@ -134,7 +134,8 @@ def gemini(model: str, call: tuple[str, dict[str, Any]] | None, stream: bool) ->
 
 
 class FreeformUpstream:
-    """The ASGI app: ``/v1/messages``, ``/v1/chat/completions`` and Gemini's ``generateContent``."""
+    """The ASGI app: ``/v1/messages``, ``/v1/chat/completions``, Gemini's ``generateContent``
+    and a plain whole ``/v1/responses`` answer."""
 
     def __init__(self) -> None:
         self.received: list[tuple[str, dict[str, Any]]] = []
@@ -155,6 +156,12 @@ class FreeformUpstream:
             content_type, out = anthropic(model, call, stream)
         elif path.endswith("/chat/completions"):
             content_type, out = chat(model, call, stream)
+        elif path.endswith("/responses") and not stream:  # a plain answer (a turn continued there)
+            text = {"type": "output_text", "text": "done", "annotations": []}
+            message = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [text]}
+            usage = {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11}
+            whole = {"id": "resp_up", "object": "response", "status": "completed", "model": model, "output": [message]}
+            content_type, out = "application/json", orjson.dumps({**whole, "usage": usage})
         elif ":generateContent" in path or ":streamGenerateContent" in path:
             content_type, out = gemini(model, call, ":streamGenerateContent" in path)
         else:

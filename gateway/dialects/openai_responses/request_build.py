@@ -25,6 +25,7 @@ from gateway.ir import (
     ToolResultPart,
 )
 
+from .client_tools import native_item
 from .request_parse import FILE_ID_SCHEME
 
 DIALECT = "openai-responses"
@@ -49,7 +50,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     body: dict[str, Any] = {"model": upstream_model}
     if req.system:
         body["instructions"] = "\n\n".join(p.text for p in req.system)
-    body["input"] = _input_items(req.messages, namespaces)
+    body["input"] = _input_items(req.messages, namespaces, extras.get("tools_native") or {})
 
     tools = _tools(req, extras, namespaces)
     if tools:
@@ -175,11 +176,14 @@ def _tool_output(part: ToolResultPart) -> str | list[dict[str, Any]]:
     return out
 
 
-def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+def _input_items(
+    messages: list[Message], namespaces: dict[str, dict[str, str]], native: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    custom_calls: set[str] = set()  # call ids of custom tool calls another upstream answered
     for msg in messages:
         if msg.role == "assistant":
-            _assistant_items(msg, items, namespaces)
+            _assistant_items(msg, items, namespaces, native, custom_calls)
             continue
         role = "developer" if msg.role == "system" else "user"
         content: list[dict[str, Any]] = []
@@ -194,6 +198,10 @@ def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]])
                 _flush_message(items, role, content)
                 if part.item is not None and part.origin == DIALECT:  # a custom / shell … result, verbatim
                     items.append(part.item)
+                    continue
+                if part.tool_call_id in custom_calls:
+                    output = {"type": "custom_tool_call_output", "call_id": part.tool_call_id}
+                    items.append({**output, "output": _tool_output(part)})
                     continue
                 items.append(
                     {"type": "function_call_output", "call_id": part.tool_call_id, "output": _tool_output(part)}
@@ -212,7 +220,15 @@ def _flush_message(items: list[dict[str, Any]], role: str, content: list[dict[st
         content.clear()
 
 
-def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict[str, dict[str, str]]) -> None:
+def _assistant_items(
+    msg: Message,
+    items: list[dict[str, Any]],
+    namespaces: dict[str, dict[str, str]],
+    native: dict[str, dict[str, Any]],
+    custom_calls: set[str],
+) -> None:
+    """``native``: the caller's custom tools (client_tools.py): a call of one that another upstream
+    made (a stored turn, a fallback) is written as the ``custom_tool_call`` OpenAI expects."""
     text: list[str] = []
 
     def flush() -> None:
@@ -230,6 +246,13 @@ def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict
             if part.origin == DIALECT:  # a server tool's item, verbatim; another dialect's: left out
                 flush()
                 items.append(part.item)
+        elif isinstance(part, ToolCallPart) and (native.get(part.name) or {}).get("type") == "custom":
+            flush()
+            ns = (namespaces.get(part.name) or {}).get("namespace")
+            call = native_item(native[part.name], part.id, part.arguments, namespace=ns)
+            call.pop("id")  # an id OpenAI never issued
+            custom_calls.add(part.id)
+            items.append(call)
         elif isinstance(part, ToolCallPart):
             flush()
             items.append(
