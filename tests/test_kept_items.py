@@ -414,3 +414,49 @@ def test_google_search_steps_sent_back_reach_an_interactions_upstream_verbatim(g
     path, body = gw.upstream.received[-1]
     assert path.endswith("/interactions")
     assert body["input"][1:3] == INTERACTIONS_STEPS[:2]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("store", [True, False], ids=["stored", "unstored"])
+def test_a_continued_response_echoes_its_previous_response_id(gw: Gateway, stream: bool, store: bool) -> None:
+    """The gateway resolves ``previous_response_id`` itself, so the upstream never sees it: the
+    answer (an unstored stream would otherwise be the upstream's own frames) still names it."""
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-caller", max_retries=0, timeout=20)
+    first = client.responses.create(model="openai-responses--items", input="text")
+    params: dict[str, Any] = {"model": "openai-responses--items", "input": "more", "store": store}
+    if not stream:
+        assert client.responses.create(previous_response_id=first.id, **params).previous_response_id == first.id
+        return
+    events = list(client.responses.create(previous_response_id=first.id, stream=True, **params))
+    objects = [e.response for e in events if e.type in ("response.created", "response.completed")]
+    assert [r.previous_response_id for r in objects] == [first.id, first.id]
+    assert "previous_response_id" not in gw.upstream.received[-1][1]
+
+
+def test_custom_and_built_in_tools_reach_a_responses_upstream_as_declared(gw: Gateway) -> None:
+    """Codex's custom ``apply_patch`` (with its grammar), ``local_shell`` and a namespace holding a
+    custom tool: verbatim, in their order, with the tool choice naming the custom tool."""
+    patch = {
+        "type": "custom",
+        "name": "apply_patch",
+        "description": "Edit files.",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+    }
+    space = {
+        "type": "namespace",
+        "name": "functions",
+        "description": "code",
+        "tools": [{"type": "custom", "name": "exec"}],
+    }
+    tools: list[Any] = [patch, {"type": "local_shell"}, {"type": "shell"}, space]
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-caller", max_retries=0, timeout=20)
+    client.responses.create(
+        model="openai-responses--items",
+        input="text",
+        tools=tools,
+        tool_choice={"type": "custom", "name": "apply_patch"},
+        store=False,
+    )
+    body = gw.upstream.received[-1][1]
+    assert body["tools"] == tools
+    assert body["tool_choice"] == {"type": "custom", "name": "apply_patch"}

@@ -292,6 +292,7 @@ class Relay:
                 if req.stream
                 and self.state.fast_path
                 and ex.persist is None
+                and not req.previous_id  # resolved here: the upstream's frames cannot echo it
                 and req.stream_framing == "sse"
                 and (ex.guard is None or not ex.guard.on_response)  # redacted events are re-encoded
                 else None

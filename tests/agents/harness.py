@@ -197,21 +197,25 @@ def run_codex(
     timeout: float = 90.0,
     home: Path | None = None,
     websockets: bool = False,
+    config: list[str] | None = None,
+    sandbox: str = "read-only",
 ) -> AgentRun:
+    """``base_url`` is the server root; Codex is handed ``<root>/v1`` as its provider base_url.
+    ``config``: more ``-c key=value`` settings; ``sandbox``: ``workspace-write`` lets it edit files."""
     if home is None:  # a HOME of our own, removed afterwards
         with throwaway_home("codex") as own:
-            return run_codex(base_url, model, prompt, cwd, timeout, own, websockets)
-    """``base_url`` is the server root; Codex is handed ``<root>/v1`` as its provider base_url."""
+            return run_codex(base_url, model, prompt, cwd, timeout, own, websockets, config, sandbox)
     env = base_env(home) | {"GW_KEY": KEY, "CODEX_HOME": str(home / ".codex")}
     (home / ".codex").mkdir(exist_ok=True)
     ws = ",supports_websockets=true" if websockets else ""  # Codex then tries a WebSocket first
     provider = f'{{name="gw",base_url="{base_url}/v1",env_key="GW_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0{ws}}}'
     cmd = [
-        str(CLIS["codex"]), "exec", "--skip-git-repo-check", "--ephemeral", "--json", "--sandbox", "read-only",
+        str(CLIS["codex"]), "exec", "--skip-git-repo-check", "--ephemeral", "--json", "--sandbox", sandbox,
         "--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps",
         "-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c", "check_for_update_on_startup=false",
         "-c", "model_provider=gw", "-c", f"model_providers.gw={provider}",
         *(["-c", "features.responses_websockets=true", "-c", "features.responses_websockets_v2=true"] if websockets else []),
+        *[arg for setting in config or [] for arg in ("-c", setting)],
         "-m", model, prompt,
     ]  # fmt: skip
     run = _run("codex", cmd, env, cwd, timeout)

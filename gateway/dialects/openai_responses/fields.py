@@ -41,5 +41,11 @@ LIMITS = (
     ),
 )
 
-# Sampling hints a Responses caller may send that the IR has no slot for (see carry.lost_hints).
-HINTS = {"top_logprobs": ("top_logprobs",)}
+# Sampling hints a Responses caller may send that the IR has no slot for (see carry.lost_hints),
+# and the hosted tools (web_search, file_search, mcp, computer_use_preview …) only OpenAI runs:
+# an upstream of another dialect is sent neither, and the loss is reported.
+HINTS = {
+    "top_logprobs": ("top_logprobs",),
+    "tools.hosted": ("tools_hosted",),
+    "tool_choice.hosted": ("tool_choice_hosted",),
+}

@@ -25,6 +25,7 @@ from gateway.ir import (
     ToolResultPart,
 )
 
+from .client_tools import native_item
 from .request_parse import FILE_ID_SCHEME
 
 DIALECT = "openai-responses"
@@ -33,6 +34,7 @@ log = logging.getLogger("gateway.dialects.openai_responses")
 # extras keys the parser uses for its own bookkeeping (never sent as top-level fields)
 INTERNAL = {
     "tools_hosted",
+    "tools_native",
     "tool_namespaces",
     "namespace_info",
     "tool_choice_hosted",
@@ -48,7 +50,7 @@ def build_request(req: ChatRequest, upstream_model: str, options: BuildOptions) 
     body: dict[str, Any] = {"model": upstream_model}
     if req.system:
         body["instructions"] = "\n\n".join(p.text for p in req.system)
-    body["input"] = _input_items(req.messages, namespaces)
+    body["input"] = _input_items(req.messages, namespaces, extras.get("tools_native") or {})
 
     tools = _tools(req, extras, namespaces)
     if tools:
@@ -174,11 +176,14 @@ def _tool_output(part: ToolResultPart) -> str | list[dict[str, Any]]:
     return out
 
 
-def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+def _input_items(
+    messages: list[Message], namespaces: dict[str, dict[str, str]], native: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    custom_calls: set[str] = set()  # call ids of custom tool calls another upstream answered
     for msg in messages:
         if msg.role == "assistant":
-            _assistant_items(msg, items, namespaces)
+            _assistant_items(msg, items, namespaces, native, custom_calls)
             continue
         role = "developer" if msg.role == "system" else "user"
         content: list[dict[str, Any]] = []
@@ -193,6 +198,10 @@ def _input_items(messages: list[Message], namespaces: dict[str, dict[str, str]])
                 _flush_message(items, role, content)
                 if part.item is not None and part.origin == DIALECT:  # a custom / shell … result, verbatim
                     items.append(part.item)
+                    continue
+                if part.tool_call_id in custom_calls:
+                    output = {"type": "custom_tool_call_output", "call_id": part.tool_call_id}
+                    items.append({**output, "output": _tool_output(part)})
                     continue
                 items.append(
                     {"type": "function_call_output", "call_id": part.tool_call_id, "output": _tool_output(part)}
@@ -211,7 +220,15 @@ def _flush_message(items: list[dict[str, Any]], role: str, content: list[dict[st
         content.clear()
 
 
-def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict[str, dict[str, str]]) -> None:
+def _assistant_items(
+    msg: Message,
+    items: list[dict[str, Any]],
+    namespaces: dict[str, dict[str, str]],
+    native: dict[str, dict[str, Any]],
+    custom_calls: set[str],
+) -> None:
+    """``native``: the caller's custom tools (client_tools.py): a call of one that another upstream
+    made (a stored turn, a fallback) is written as the ``custom_tool_call`` OpenAI expects."""
     text: list[str] = []
 
     def flush() -> None:
@@ -229,6 +246,13 @@ def _assistant_items(msg: Message, items: list[dict[str, Any]], namespaces: dict
             if part.origin == DIALECT:  # a server tool's item, verbatim; another dialect's: left out
                 flush()
                 items.append(part.item)
+        elif isinstance(part, ToolCallPart) and (native.get(part.name) or {}).get("type") == "custom":
+            flush()
+            ns = (namespaces.get(part.name) or {}).get("namespace")
+            call = native_item(native[part.name], part.id, part.arguments, namespace=ns)
+            call.pop("id")  # an id OpenAI never issued
+            custom_calls.add(part.id)
+            items.append(call)
         elif isinstance(part, ToolCallPart):
             flush()
             items.append(
@@ -255,6 +279,7 @@ def _tools(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str, dict[
     out: list[dict[str, Any]] = []
     grouped: dict[str, dict[str, Any]] = {}
     ns_info: dict[str, dict[str, Any]] = extras.get("namespace_info") or {}
+    native: dict[str, dict[str, Any]] = extras.get("tools_native") or {}
     for tool in req.tools:
         fn: dict[str, Any] = {"type": "function", "name": tool.name, "parameters": tool.parameters}
         if tool.description is not None:
@@ -262,10 +287,13 @@ def _tools(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str, dict[
         if tool.strict is not None:
             fn["strict"] = tool.strict
         ns = namespaces.get(tool.name)
+        if tool.name in native:  # the caller's own custom / shell / apply_patch tool, verbatim
+            fn = native[tool.name]
+        elif ns is not None:
+            fn["name"] = ns["name"]
         if ns is None:
             out.append(fn)
             continue
-        fn["name"] = ns["name"]
         container = grouped.get(ns["namespace"])
         if container is None:
             container = {
@@ -287,12 +315,18 @@ def _tool_choice(req: ChatRequest, extras: dict[str, Any], namespaces: dict[str,
     c = req.tool_choice
     if c is None:
         return None
+    native: dict[str, dict[str, Any]] = extras.get("tools_native") or {}
+
+    def named(name: str) -> dict[str, Any]:
+        tool = native.get(name)
+        if tool is None:
+            return {"type": "function", **_call_name(name, namespaces)}
+        if tool.get("type") == "custom":
+            return {"type": "custom", "name": tool.get("name")}
+        return {"type": tool.get("type")}
+
     if c.mode == "tool" and c.name:
-        return {"type": "function", **_call_name(c.name, namespaces)}
+        return named(c.name)
     if c.allowed is not None and c.mode in ("auto", "required"):
-        return {
-            "type": "allowed_tools",
-            "mode": c.mode,
-            "tools": [{"type": "function", **_call_name(n, namespaces)} for n in c.allowed],
-        }
+        return {"type": "allowed_tools", "mode": c.mode, "tools": [named(n) for n in c.allowed]}
     return c.mode

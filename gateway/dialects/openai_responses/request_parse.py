@@ -5,7 +5,12 @@ assistant turn they belong to, ``function_call_output`` items become a user turn
 Codex ``namespace`` tools are flattened to ``<namespace>__<name>`` function tools; the mapping is
 kept in ``extras["openai-responses"]["tool_namespaces"]`` so a Responses builder and encoder can
 restore the namespaced names. Hosted tools (web_search, mcp, …) can only run at OpenAI: they are
-kept in ``extras["openai-responses"]["tools_hosted"]`` for a same-dialect upstream.
+kept in ``extras["openai-responses"]["tools_hosted"]`` for a same-dialect upstream (reported as
+dropped for any other). Tools the caller runs itself — ``custom`` (Codex's ``apply_patch``),
+``shell``, ``local_shell``, ``apply_patch`` — are function tools for other upstreams and kept
+verbatim in ``extras["openai-responses"]["tools_native"]`` (client_tools.py). Tools declared in
+the input (``additional_tools`` items: Codex's requests for current model slugs) are the
+request's tools as if declared at the top.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from gateway.ir import (
     ToolResultPart,
 )
 
+from . import client_tools
 from .items import CLIENT_CALLS, CLIENT_RESULTS, client_call, client_result
 
 DIALECT = "openai-responses"
@@ -126,8 +132,9 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
     instructions = get_str(body, "instructions", "instructions")
     if instructions:
         req.system.append(TextPart(instructions))
-    _parse_input(body.get("input"), req)
-    _parse_tools(get_list(body, "tools", "tools"), req, extras)
+    declared: list[Any] = []  # tools declared in the input (``additional_tools`` items)
+    _parse_input(body.get("input"), req, declared)
+    _parse_tools(declared + get_list(body, "tools", "tools"), req, extras)
     _parse_tool_choice(body.get("tool_choice"), req, extras)
 
     req.parallel_tool_calls = get_bool(body, "parallel_tool_calls", "parallel_tool_calls")
@@ -160,7 +167,7 @@ def parse_request(body: dict[str, Any], meta: RequestMeta) -> ChatRequest:
 # --------------------------------------------------------------------------- input items
 
 
-def _parse_input(value: Any, req: ChatRequest) -> None:
+def _parse_input(value: Any, req: ChatRequest, declared: list[Any]) -> None:
     if value is None:
         raise invalid("input: field required", param="input")
     if isinstance(value, str):
@@ -191,6 +198,11 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
             _tool_result(msgs, ToolResultPart(call_id, content))
         elif kind == "reasoning":
             _assistant(msgs).content.append(_reasoning_item(item, path))
+        elif kind == "additional_tools":
+            # Codex's "Responses lite" requests (current model slugs) declare their tools in the
+            # input, at the place they join, and none at the top: they are the request's tools
+            # (every upstream is sent them as its own tool list; a Responses one at the top).
+            declared.extend(get_list(item, "tools", f"{path}.tools"))
         elif kind == "item_reference":
             raise invalid(
                 f"{path}: item_reference needs a response store; this gateway does not keep one: send the item itself",
@@ -198,6 +210,9 @@ def _parse_input(value: Any, req: ChatRequest) -> None:
             )
         elif kind in CLIENT_CALLS:  # custom / shell / apply-patch calls: function calls elsewhere (items.py)
             call_id, name, args = client_call(item) or ("", "", "{}")
+            ns = item.get("namespace")
+            if isinstance(ns, str) and ns:  # a custom tool declared in a namespace: its flattened name
+                name = f"{ns}{NS_SEP}{name}"
             _assistant(msgs).content.append(ToolCallPart(call_id, name, args, item, DIALECT))
         elif kind in CLIENT_RESULTS:
             call_id, text = client_result(item) or ("", "")
@@ -359,6 +374,7 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
     hosted: list[dict[str, Any]] = []
     namespaces: dict[str, dict[str, str]] = {}
     ns_info: dict[str, dict[str, Any]] = {}
+    native: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(tools):
         path = f"tools[{i}]"
         t = expect_dict(raw, path)
@@ -376,10 +392,22 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
                     tool = _function_tool(inner, ipath, f"{ns}{NS_SEP}")
                     namespaces[tool.name] = {"namespace": ns, "name": tool.name[len(ns) + len(NS_SEP) :]}
                     req.tools.append(tool)
+                elif inner.get("type") in client_tools.TYPES:  # a custom tool in a namespace (Codex's exec)
+                    tool = client_tools.declare(inner)
+                    namespaces[f"{ns}{NS_SEP}{tool.name}"] = {"namespace": ns, "name": tool.name}
+                    tool.name = f"{ns}{NS_SEP}{tool.name}"
+                    native[tool.name] = inner
+                    req.tools.append(tool)
                 else:
                     others.append(inner)
             if others:
                 hosted.append({**t, "tools": others})
+        elif kind in client_tools.TYPES:  # run by the caller: a function for other upstreams
+            if kind == "custom":
+                get_str(t, "name", f"{path}.name", required=True)
+            tool = client_tools.declare(t)
+            native[tool.name] = t
+            req.tools.append(tool)
         elif isinstance(kind, str):
             warn_unknown(DIALECT, f"hosted tool {kind!r} (kept only for a Responses upstream)")
             hosted.append(t)
@@ -387,6 +415,8 @@ def _parse_tools(tools: list[Any], req: ChatRequest, extras: dict[str, Any]) -> 
             raise invalid(f"{path}.type: field required", param=f"{path}.type")
     if hosted:
         extras["tools_hosted"] = hosted
+    if native:
+        extras[client_tools.NATIVE_KEY] = native
     if namespaces:
         extras["tool_namespaces"] = namespaces
         extras["namespace_info"] = ns_info
@@ -406,6 +436,10 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
         name = get_str(choice, "name", "tool_choice.name", required=True) or ""
         ns = get_str(choice, "namespace", "tool_choice.namespace")
         req.tool_choice = ToolChoice("tool", f"{ns}{NS_SEP}{name}" if ns else name)
+    elif kind == "custom":
+        req.tool_choice = ToolChoice("tool", get_str(choice, "name", "tool_choice.name", required=True) or "")
+    elif kind in client_tools.TYPES:  # shell / local_shell / apply_patch: their function's name
+        req.tool_choice = ToolChoice("tool", client_tools.declare({"type": kind}).name)
     elif kind == "allowed_tools":
         mode = get_str(choice, "mode", "tool_choice.mode") or "auto"
         if mode not in ("auto", "required"):
@@ -413,8 +447,10 @@ def _parse_tool_choice(value: Any, req: ChatRequest, extras: dict[str, Any]) -> 
         names = []
         for j, t in enumerate(get_list(choice, "tools", "tool_choice.tools")):
             t = expect_dict(t, f"tool_choice.tools[{j}]")
-            if t.get("type") == "function" and isinstance(t.get("name"), str):
+            if t.get("type") in ("function", "custom") and isinstance(t.get("name"), str):
                 names.append(t["name"])
+            elif t.get("type") in client_tools.TYPES:
+                names.append(client_tools.declare(t).name)
         req.tool_choice = ToolChoice(TOOL_MODES[mode], allowed=names)
     elif isinstance(kind, str):
         warn_unknown(DIALECT, f"hosted tool_choice {kind!r}")

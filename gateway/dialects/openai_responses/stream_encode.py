@@ -45,6 +45,7 @@ from gateway.events import (
 )
 from gateway.framing.sse import COMMENT_KEEPALIVE
 
+from .client_tools import NATIVE_KEY, InputStream, native_item
 from .errors import error_type_code
 from .whole import call_item, finish_object, message_item, reasoning_item, response_object
 
@@ -68,6 +69,8 @@ class _Out:
         "open",
         "item",
         "part",
+        "native",
+        "input",
     )
 
     def __init__(self, kind: str, output_index: int, item_id: str) -> None:
@@ -84,6 +87,8 @@ class _Out:
         self.open = True
         self.item: dict[str, Any] | None = None  # an item written verbatim (kind "item")
         self.part: dict[str, Any] | None = None  # a text's own output_text part (its annotations)
+        self.native: dict[str, Any] | None = None  # the caller's custom / shell … tool (client_tools.py)
+        self.input: InputStream | None = None  # a custom tool's input, decoded from its arguments
 
 
 def _delta_prefix(event_type: str, item_id: str, output_index: int, extra: str) -> bytes:
@@ -105,6 +110,7 @@ class ResponsesStreamEncoder:
         self._next_output = 0
         self._usage: Usage | None = None
         self._namespaces: dict[str, Any] = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
+        self._native: dict[str, dict[str, Any]] = ctx.request.extras.get(DIALECT, {}).get(NATIVE_KEY) or {}
 
     # ------------------------------------------------------------------ protocol
 
@@ -192,6 +198,8 @@ class ResponsesStreamEncoder:
                     "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
                 },
             )
+        if ev.kind == "tool_call" and ev.name in self._native and not ev.namespace:
+            return self._native_start(ev, oi)
         if ev.kind == "tool_call":
             block = _Out("tool_call", oi, new_id("fc_"))
             block.call_id = ev.id or new_id("call_")
@@ -217,10 +225,58 @@ class ResponsesStreamEncoder:
             "response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}
         )
 
+    def _native_start(self, ev: BlockStart, oi: int) -> bytes:
+        """A function call of a custom / shell / apply_patch tool the caller declared: its own item."""
+        tool = self._native[ev.name or ""]
+        namespace = (self._namespaces.get(ev.name or "") or {}).get("namespace")
+        item = native_item(tool, ev.id or new_id("call_"), "", "in_progress", namespace)
+        block = _Out("native", oi, item["id"])
+        block.namespace = namespace
+        block.call_id, block.native = item["call_id"], tool
+        if item["type"] == "custom_tool_call":
+            block.input = InputStream()
+            block.prefix = _delta_prefix("response.custom_tool_call_input.delta", block.item_id, oi, "")
+        self._blocks[ev.index] = block
+        return self._frame(
+            "response.output_item.added", {"type": "response.output_item.added", "output_index": oi, "item": item}
+        )
+
+    def _native_stop(self, block: _Out) -> bytes:
+        assert block.native is not None
+        oi, item_id = block.output_index, block.item_id
+        item = native_item(block.native, block.call_id, "".join(block.chunks), namespace=block.namespace)
+        item["id"] = item_id
+        self._final[oi] = item
+        done = self._frame(
+            "response.output_item.done", {"type": "response.output_item.done", "output_index": oi, "item": item}
+        )
+        if block.input is None:
+            return done
+        text, sent = item["input"], block.input.sent
+        rest = text[len(sent) :] if text.startswith(sent) else ""
+        out = self._input_delta(block, rest) if rest else b""
+        return (
+            out
+            + self._frame(
+                "response.custom_tool_call_input.done",
+                {"type": "response.custom_tool_call_input.done", "item_id": item_id, "output_index": oi, "input": text},
+            )
+            + done
+        )
+
+    def _input_delta(self, block: _Out, text: str) -> bytes:
+        seq = self._seq
+        self._seq += 1
+        return block.prefix + orjson.dumps(text) + b',"sequence_number":' + str(seq).encode() + b"}\n\n"
+
     def _delta(self, index: int, text: str) -> bytes:
         block = self._blocks.get(index)
         if block is None or not block.open or not text or block.item is not None:
             return b""
+        if block.native is not None:  # the arguments are kept; a custom tool's input streams as itself
+            block.chunks.append(text)
+            new = block.input.feed(text) if block.input is not None else ""
+            return self._input_delta(block, new) if new else b""
         out = b""
         if block.kind == "thinking" and not block.part_open:
             block.part_open = True
@@ -246,6 +302,8 @@ class ResponsesStreamEncoder:
         block.open = False
         oi, item_id = block.output_index, block.item_id
         text = "".join(block.chunks)
+        if block.native is not None:
+            return self._native_stop(block)
         if block.item is not None:
             self._final[oi] = block.item
             return self._frame(

@@ -18,6 +18,7 @@ from gateway.events import End, Event, StreamError
 from gateway.ir import ChatRequest
 from gateway.reply import Reply, ReplyBlock, unfold
 
+from .client_tools import NATIVE_KEY, native_item
 from .errors import error_type_code, kind_for_code
 from .items import client_call
 from .stop_reasons import COMPLETED, map_stop_reason, render_stop_reason
@@ -117,7 +118,12 @@ def decode_whole(body: dict[str, Any]) -> list[Event]:
 
 def _tools_echo(req: ChatRequest) -> list[dict[str, Any]]:
     out = []
+    native: dict[str, dict[str, Any]] = req.extras.get(DIALECT, {}).get(NATIVE_KEY) or {}
+    namespaces: dict[str, Any] = req.extras.get(DIALECT, {}).get("tool_namespaces") or {}
     for t in req.tools:
+        if t.name in native and t.name not in namespaces:  # a custom / shell / apply_patch tool, as declared
+            out.append(native[t.name])
+            continue
         tool: dict[str, Any] = {
             "type": "function",
             "name": t.name,
@@ -252,6 +258,7 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
     resp_id = ctx.response_id or (reply.id if reply.id.startswith("resp_") else new_id("resp_"))
     obj = response_object(ctx, resp_id, int(time.time()), "completed")
     namespaces = ctx.request.extras.get(DIALECT, {}).get("tool_namespaces") or {}
+    native: dict[str, dict[str, Any]] = ctx.request.extras.get(DIALECT, {}).get(NATIVE_KEY) or {}
     output: list[dict[str, Any]] = []
     for block in reply.blocks:
         if block.kind == "text" and block.item is not None and block.origin == DIALECT:
@@ -262,6 +269,9 @@ def encode_whole(reply: Reply, ctx: EncodeContext) -> dict[str, Any]:
             drop_output(ctx, block.item)
         elif block.kind == "text":
             output.append(message_item(new_id("msg_"), block.text))
+        elif block.kind == "tool_call" and block.name in native and not block.namespace:  # client_tools.py
+            ns = (namespaces.get(block.name) or {}).get("namespace")
+            output.append(native_item(native[block.name], block.id or new_id("call_"), block.arguments, namespace=ns))
         elif block.kind == "tool_call":
             output.append(
                 call_item(
