@@ -72,6 +72,11 @@ class McpGateway:
             s.name: s.price_per_call for s in state.settings.mcp_servers if s.price_per_call is not None
         }
         self.inflight = InFlight()  # running calls, for notifications/cancelled and hang-ups
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        self.changes = InMemorySubscriptionBus()  # tool-list changes, to this replica's listen streams
+        for upstream in self.upstreams.values():
+            upstream.on_change = self._tools_changed
         self.server = self._server()
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -236,7 +241,21 @@ class McpGateway:
                 result = await self._forward(ctx, call, spec, upstream, tool, params, MCPError)
             return types.CallToolResult.model_validate(result)
 
-        return Server("llm-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        from mcp.server.subscriptions import ListenHandler
+
+        return Server(
+            "llm-gateway",
+            version="0.1.0",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_subscriptions_listen=ListenHandler(self.changes),  # 2026-07-28 clients: tools listChanged
+        )
+
+    async def _tools_changed(self) -> None:
+        """A server's tool list changed: each open ``subscriptions/listen`` stream hears of it."""
+        from mcp.shared.subscriptions import ToolsListChanged
+
+        await self.changes.publish(ToolsListChanged())
 
     async def _forward(
         self,

@@ -171,8 +171,8 @@ async def test_a_down_or_slow_server_holds_up_nothing_else(gateway: Any) -> None
         assert time.monotonic() - listed < 3.0
     ready = httpx.get(f"{gateway.url}/readyz").json()
     assert ready["mcp_servers"]["gone"] == {"up": False, "tools": 0, "error": "ConnectError"}
-    assert ready["mcp_servers"]["files"] == {"up": True, "tools": 5}
-    assert ready["mcp_servers"]["legacy"] == {"up": True, "tools": 5}
+    assert ready["mcp_servers"]["files"] == {"up": True, "tools": 6}
+    assert ready["mcp_servers"]["legacy"] == {"up": True, "tools": 6}
 
 
 async def test_a_stdio_server_that_dies_is_started_again(gateway: Any) -> None:
@@ -340,7 +340,14 @@ async def test_admin_api_and_console_records(gateway: Any) -> None:
 async def test_a_legacy_sse_server_and_max_parallel(gateway: Any, access: Any) -> None:
     async with mcp_client(f"{gateway.url}/mcp", KEYS["legacy-user"]) as client:
         names = [t.name for t in (await client.list_tools()).tools]
-        assert names == ["legacy_delete_file", "legacy_fail", "legacy_progress", "legacy_read_file", "legacy_slow"]
+        assert names == [
+            "legacy_delete_file",
+            "legacy_fail",
+            "legacy_grow",
+            "legacy_progress",
+            "legacy_read_file",
+            "legacy_slow",
+        ]
         read = await client.call_tool("legacy_read_file", {"path": "old"})
         assert read.structured_content == {"path": "old", "size": 3, "text": "contents of old"}
         # max_parallel 1: a second call while the first runs is refused, the first answers
@@ -467,3 +474,16 @@ def test_batch_revisions(gateway: Any) -> None:
         refused = _post(gateway, orjson.dumps(body), **headers)
         assert refused.status_code == 400, body
         assert refused.json()["error"]["code"] == -32600 and refused.json()["id"] is None
+
+
+async def test_a_servers_changed_list_over_legacy_sse_is_read_at_once(gateway: Any) -> None:
+    """The legacy-SSE server adds a tool and says so (the SDK negotiates 2026-07-28 over SSE too, so
+    through ``subscriptions/listen``): its new tool is listed well within the 5 s check. (Last in
+    this module: it changes the legacy server's list.)"""
+    async with mcp_client(f"{gateway.url}/mcp", KEYS["legacy-user"]) as client:
+        assert not (await client.call_tool("legacy_grow", {"name": "text"})).is_error
+        started = time.monotonic()
+        while "legacy_added_text" not in {t.name for t in (await client.list_tools()).tools}:
+            assert time.monotonic() - started < 3.0, "the changed list was not read at once"
+            await asyncio.sleep(0.05)
+        assert (await client.call_tool("legacy_added_text", {})).content[0].text == "added text"  # type: ignore[union-attr]

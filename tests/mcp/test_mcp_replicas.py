@@ -1,6 +1,7 @@
 """Two gateways on one real redis-server behind a round-robin balancer: a client's MCP session
 (the initialize handshake included) works whichever replica each request reaches, and a key's rpm
-is one count over both; a ``notifications/cancelled`` reaching the other replica stops the call."""
+is one count over both; a ``notifications/cancelled`` reaching the other replica stops the call; a server's changed
+tool list shows on every replica at once, and reaches a client's ``subscriptions/listen`` stream."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -56,7 +58,10 @@ def replicas(files: Any, redis_url: str) -> Iterator[list[ServerThread]]:  # noq
             {"name": mode, "key_sha256": sha(f"sk-replicas-{mode}"), "mcp_tools": ["files_read_*"], "rpm": 3}
             for mode in MODES
         ]
-        + [{"name": "canceller", "key_sha256": sha("sk-replicas-cancel"), "mcp_tools": ["files_slow"]}],
+        + [
+            {"name": "canceller", "key_sha256": sha("sk-replicas-cancel"), "mcp_tools": ["files_slow"]},
+            {"name": "watcher", "key_sha256": sha("sk-replicas-watch"), "mcp_tools": ["files_added_*"]},
+        ],
     }
     with ServerThread(create_app(Settings(**config))) as a, ServerThread(create_app(Settings(**config))) as b:
         for replica in (a, b):
@@ -120,3 +125,32 @@ async def test_a_cancel_after_its_call_ended_stops_no_later_call(replicas: list[
         await asyncio.sleep(0.7)  # (past the clock-skew allowance)
         answer = await http.post(a, json=_slow_call(42, 0.8))
     assert "slow answer" in answer.text
+
+
+async def test_a_servers_changed_list_shows_at_once_and_reaches_listeners(
+    replicas: list[ServerThread], files: Any
+) -> None:
+    """The files server adds a tool and says so: both replicas list it well within their 5 s check,
+    and a 2026-07-28 client listening on replica A hears ``tools`` changed."""
+    from tests.mcp.conftest import mcp_client
+
+    a, b = (f"{r.url}/mcp" for r in replicas)
+    async with (
+        httpx2.AsyncClient(headers={"x-files-token": FILES_TOKEN}) as http,
+        Client(streamable_http_client(files[1], http_client=http), cache=None) as direct,
+        mcp_client(a, "sk-replicas-watch") as client,
+        mcp_client(b, "sk-replicas-watch") as other,
+    ):
+        assert (await client.list_tools()).tools == []
+        async with client.listen(tools_list_changed=True) as subscription:
+            started = time.monotonic()
+            assert not (await direct.call_tool("grow", {"name": "text"})).is_error
+            with anyio.fail_after(3.0):
+                event = await anext(aiter(subscription))
+            assert type(event).__name__ == "ToolsListChanged"
+        assert [t.name for t in (await client.list_tools()).tools] == ["files_added_text"]
+        while [t.name for t in (await other.list_tools()).tools] != ["files_added_text"]:
+            assert time.monotonic() - started < 3.0, "replica B did not list the new tool at once"
+            await asyncio.sleep(0.05)
+        answer = await other.call_tool("files_added_text", {})
+        assert answer.content[0].text == "added text"  # type: ignore[union-attr]
