@@ -66,7 +66,9 @@ class McpGateway:
             logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger(name).level))
         self.state = state
         self.upstreams = {s.name: Upstream(s) for s in state.settings.mcp_servers}
-        self.catalog = Catalog(self.upstreams)
+        import mcp_types
+
+        self.catalog = Catalog(self.upstreams, mcp_types.Tool.model_validate)  # validated once per list change
         self.metrics = McpMetrics(state.observer.metrics.registry, self.upstreams)
         state.ledger.call_prices = {
             s.name: s.price_per_call for s in state.settings.mcp_servers if s.price_per_call is not None
@@ -217,7 +219,7 @@ class McpGateway:
                 tools, cursor = self.catalog.page(spec, getattr(params, "cursor", None))
             except BadCursor as exc:
                 raise MCPError(INVALID_PARAMS, str(exc)) from None
-            return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools], next_cursor=cursor)
+            return types.ListToolsResult(tools=tools, next_cursor=cursor)  # (the catalog's models, kept)
 
         async def call_tool(ctx: Any, params: Any) -> Any:
             scope = ctx.request.scope if ctx.request is not None else {}
@@ -229,17 +231,18 @@ class McpGateway:
                 call.finish(403, "permission")
                 assert spec is not None
                 raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}: key {spec.name!r} may not call it")
-            if found is None or (found[0].up and found[1] not in {t.get("name") for t in found[0].tools}):
+            if found is None or (found[0].up and found[1] not in found[0].names):
                 call.finish(404, "not_found")
                 raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}")
             upstream, tool = found
             call.server(upstream, tool)
-            result = _error_result("the call was cancelled")
+            result: Any = _error_result("the call was cancelled")
             async with self.inflight.running(
                 spec.name if spec is not None else "", ctx.request_id, scope.get(CANCEL_KEY)
             ):
                 result = await self._forward(ctx, call, spec, upstream, tool, params, MCPError)
-            return types.CallToolResult.model_validate(result)
+            # the server's own result passes as the SDK's model it is; the gateway's error results are dicts
+            return result if isinstance(result, types.CallToolResult) else types.CallToolResult.model_validate(result)
 
         from mcp.server.subscriptions import ListenHandler
 
@@ -266,7 +269,7 @@ class McpGateway:
         tool: str,
         params: Any,
         mcp_error: Any,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Admit, forward, and account one call; the result the caller gets (an error result for a
         refusal, a down or slow server; the server's JSON-RPC error as the same error)."""
         from gateway.governance.prices import NANO
@@ -293,7 +296,7 @@ class McpGateway:
         except BaseException:
             call.finish(499, "cancelled")
             raise
-        call.finish(200, "tool_error" if result.get("isError") else None)
+        call.finish(200, "tool_error" if result.is_error else None)
         return result
 
 

@@ -49,7 +49,9 @@ class Upstream:
         self.name = settings.name
         self.timeout = settings.timeout
         self.client: Any = None  # mcp.Client while up
-        self.tools: list[dict[str, Any]] = []  # the server's tools, as it listed them (wire dicts)
+        self.generation = 0  # bumped each time the tool list is replaced (the catalog's cache key)
+        self.names: frozenset[str] = frozenset()  # the server's own tool names, for a call's check
+        self.tools = []  # the server's tools, as it listed them (wire dicts)
         self.last_error: str | None = None
         self.down_since: float | None = time.time()
         self._broken = asyncio.Event()
@@ -62,6 +64,16 @@ class Upstream:
         for header_name, var in settings.headers_env.items():
             if not os.environ.get(var):
                 log.warning("MCP server %s: $%s (header %s) is not set; it is sent empty", self.name, var, header_name)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[dict[str, Any]]) -> None:
+        self._tools = tools
+        self.names = frozenset(str(t.get("name", "")) for t in tools)
+        self.generation += 1
 
     @property
     def up(self) -> bool:
@@ -211,9 +223,10 @@ class Upstream:
                 break
         return tools
 
-    async def call(self, tool: str, arguments: dict[str, Any] | None, progress: Any = None) -> dict[str, Any]:
-        """The server's ``tools/call`` result as a wire dict; ``ServerDown`` / ``TimeoutError`` when it
-        cannot answer within the timeout. A JSON-RPC error from the server propagates (``MCPError``)."""
+    async def call(self, tool: str, arguments: dict[str, Any] | None, progress: Any = None) -> Any:
+        """The server's ``tools/call`` result (the SDK's ``CallToolResult``, passed on as it is, with
+        no dump and re-validation); ``ServerDown`` / ``TimeoutError`` when it cannot answer within
+        the timeout. A JSON-RPC error from the server propagates (``MCPError``)."""
         client = self.client
         if client is None:
             raise ServerDown(self.last_error or "not connected yet")
@@ -235,16 +248,13 @@ class Upstream:
             self.last_error = _describe(exc)
             self._broken.set()
             raise ServerDown(self.last_error) from None
-        dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        meta = dumped.get("_meta")
-        if isinstance(meta, dict):  # the protocol's own keys (the server's serverInfo …) are this hop's,
-            # not the caller's: the gateway's server stamps its own; the server's other keys pass
+        meta = result.meta
+        if meta:  # the protocol's own keys (the server's serverInfo …) are this hop's, not the
+            # caller's: the gateway's server stamps its own; the server's other keys pass
             kept = {k: v for k, v in meta.items() if not k.startswith(PROTOCOL_META_PREFIX)}
-            if kept:
-                dumped["_meta"] = kept
-            else:
-                del dumped["_meta"]
-        return dumped
+            if len(kept) != len(meta):
+                result = result.model_copy(update={"meta": kept or None})
+        return result
 
     def status(self) -> dict[str, Any]:
         """This server's line in ``/readyz``: never its URL's credentials nor its headers."""
