@@ -3,7 +3,7 @@
 The protocol is the official SDK's (``mcp``'s low-level ``Server`` behind its
 ``StreamableHTTPSessionManager``), not hand-written: the SDK answers every revision it negotiates —
 the ``initialize`` handshake revisions 2024-11-05 … 2025-11-25 and the per-request envelope of
-2026-07-28 (``server/discover``) — with the JSON-RPC errors, batch rules, ``Accept`` handling
+2026-07-28 (``server/discover``) — with the JSON-RPC errors, ``Accept`` handling
 (JSON or an SSE stream per POST) and header checks of each. The manager runs *stateless*: no
 ``Mcp-Session-Id`` is issued and nothing about a client is kept between requests, so a client's
 requests may land on any replica (docs/mcp.md "Replicas"). ``GET`` (a server-to-client stream) and
@@ -14,11 +14,13 @@ What the gateway adds in front: the caller's key (``Authorization: Bearer``, the
 from the catalog filtered by the key, ``tools/call`` refused unless the key may call the tool
 (never reaching a server), else admitted by the key's limits and forwarded to its server with the
 server's timeout. The caller's key is never forwarded (the upstream sessions carry only the
-server's own ``headers_env``).
+server's own ``headers_env``). A 2025-03-26 batch is split into single messages here
+(gateway/mcp/batch.py): the SDK's transport reads one message per POST.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,8 @@ import orjson
 from gateway.asgi import Receive, Scope, Send, header
 from gateway.errors import GatewayError
 from gateway.mcp.access import CallRecord, McpMetrics
-from gateway.mcp.cancel import CANCEL_KEY, InFlight, Watch, watched
+from gateway.mcp.batch import Captured, batch_refusal, element_scope
+from gateway.mcp.cancel import CANCEL_KEY, InFlight, Watch, replayed, watch_disconnect
 from gateway.mcp.catalog import BadCursor, Catalog, allowed
 from gateway.mcp.upstream import ServerDown, Upstream
 from gateway.telemetry.observe import request_id_for
@@ -63,12 +66,19 @@ class McpGateway:
             logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger(name).level))
         self.state = state
         self.upstreams = {s.name: Upstream(s) for s in state.settings.mcp_servers}
-        self.catalog = Catalog(self.upstreams)
+        import mcp_types
+
+        self.catalog = Catalog(self.upstreams, mcp_types.Tool.model_validate)  # validated once per list change
         self.metrics = McpMetrics(state.observer.metrics.registry, self.upstreams)
         state.ledger.call_prices = {
             s.name: s.price_per_call for s in state.settings.mcp_servers if s.price_per_call is not None
         }
         self.inflight = InFlight()  # running calls, for notifications/cancelled and hang-ups
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        self.changes = InMemorySubscriptionBus()  # tool-list changes, to this replica's listen streams
+        for upstream in self.upstreams.values():
+            upstream.on_change = self._tools_changed
         self.server = self._server()
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -85,8 +95,8 @@ class McpGateway:
     # -- lifecycle (the app's lifespan) -----------------------------------------------------------
 
     async def start(self) -> None:
-        import asyncio
-
+        if self.state.stateful is not None:  # cancel markers for calls running on another replica
+            self.inflight.store = self.state.stateful.store
         for manager in self.managers.values():
             running = manager.run()
             await running.__aenter__()
@@ -125,24 +135,75 @@ class McpGateway:
         if refusal is not None:
             await _plain(send, 400, refusal[1], {}, code=refusal[0])
             return
+        request_id = request_id_for(scope)
+        send = _with_request_id(send, request_id.encode("latin-1"))
+        watch = Watch()
+        watcher = watch_disconnect(receive, watch)
+        try:
+            if isinstance(message, list):
+                await self._batch(scope, message, spec, request_id, send, watch)
+                return
+            accept = header(scope, b"accept") or ""
+            json_only = "text/event-stream" not in accept and "application/json" in accept
+            await self._one(scope, body, message, spec, request_id, send, watch, json_only)
+        finally:
+            watcher.cancel()
+
+    async def _one(
+        self,
+        scope: Scope,
+        body: bytes,
+        message: dict[str, Any],
+        spec: KeySpec | None,
+        request_id: str,
+        send: Send,
+        watch: Watch,
+        json_only: bool,
+    ) -> None:
+        """One JSON-RPC message (a POST's, or one element of a batch) answered on ``send``."""
         if message.get("method") == "notifications/cancelled" and "id" not in message:
             params = message.get("params") or {}
-            self.inflight.cancel(spec.name if spec is not None else "", params.get("requestId"))
+            await self.inflight.cancel(spec.name if spec is not None else "", params.get("requestId"))
             await send({"type": "http.response.start", "status": 202, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
         scope[SPEC_KEY] = spec
-        scope[REQUEST_ID_KEY] = request_id = request_id_for(scope)
-        send = _with_request_id(send, request_id.encode("latin-1"))
-        watch = scope[CANCEL_KEY] = Watch()
-        accept = header(scope, b"accept") or ""
-        json_only = "text/event-stream" not in accept and "application/json" in accept
+        scope[REQUEST_ID_KEY] = request_id
+        scope[CANCEL_KEY] = watch
         manager = self.managers[json_only]
-        relayed, watcher = watched(body, receive, watch)
-        try:
-            await manager.handle_request(scope, relayed, send)  # type: ignore[arg-type]  # the ASGI dict
-        finally:
-            watcher.cancel()
+        await manager.handle_request(scope, replayed(body, watch), send)  # type: ignore[arg-type]  # the ASGI dict
+
+    async def _batch(
+        self, scope: Scope, elements: list[Any], spec: KeySpec | None, request_id: str, send: Send, watch: Watch
+    ) -> None:
+        """A 2025-03-26 batch: each element served as if sent alone (concurrently), the answers in one
+        array (gateway/mcp/batch.py); a batch for another revision refused whole."""
+        refusal = batch_refusal(elements, header(scope, b"mcp-protocol-version"))
+        if refusal is not None:
+            await _plain(send, 400, refusal, {}, code=INVALID_REQUEST)
+            return
+
+        async def element(index: int, item: Any) -> Any:
+            bad = _refusal(item)
+            if bad is not None:
+                item_id = item.get("id") if isinstance(item, dict) else None
+                return {"jsonrpc": "2.0", "id": item_id if isinstance(item_id, (str, int)) else None,
+                        "error": {"code": bad[0], "message": bad[1]}}  # fmt: skip
+            captured = Captured()
+            one = orjson.dumps(item)
+            await self._one(
+                element_scope(scope), one, item, spec, f"{request_id}.{index}", captured, watch.child(), True
+            )
+            return orjson.loads(captured.body) if captured.body else None
+
+        answers = await asyncio.gather(*(element(i, item) for i, item in enumerate(elements)))
+        kept = [a for a in answers if isinstance(a, dict)]
+        if not kept:  # only notifications and responses: accepted, no body
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": orjson.dumps(kept)})
 
     # -- the MCP server ---------------------------------------------------------------------------
 
@@ -158,7 +219,7 @@ class McpGateway:
                 tools, cursor = self.catalog.page(spec, getattr(params, "cursor", None))
             except BadCursor as exc:
                 raise MCPError(INVALID_PARAMS, str(exc)) from None
-            return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools], next_cursor=cursor)
+            return types.ListToolsResult(tools=tools, next_cursor=cursor)  # (the catalog's models, kept)
 
         async def call_tool(ctx: Any, params: Any) -> Any:
             scope = ctx.request.scope if ctx.request is not None else {}
@@ -170,17 +231,34 @@ class McpGateway:
                 call.finish(403, "permission")
                 assert spec is not None
                 raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}: key {spec.name!r} may not call it")
-            if found is None or (found[0].up and found[1] not in {t.get("name") for t in found[0].tools}):
+            if found is None or (found[0].up and found[1] not in found[0].names):
                 call.finish(404, "not_found")
                 raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}")
             upstream, tool = found
             call.server(upstream, tool)
-            result = _error_result("the call was cancelled")
-            with self.inflight.running(spec.name if spec is not None else "", ctx.request_id, scope.get(CANCEL_KEY)):
+            result: Any = _error_result("the call was cancelled")
+            async with self.inflight.running(
+                spec.name if spec is not None else "", ctx.request_id, scope.get(CANCEL_KEY)
+            ):
                 result = await self._forward(ctx, call, spec, upstream, tool, params, MCPError)
-            return types.CallToolResult.model_validate(result)
+            # the server's own result passes as the SDK's model it is; the gateway's error results are dicts
+            return result if isinstance(result, types.CallToolResult) else types.CallToolResult.model_validate(result)
 
-        return Server("llm-gateway", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        from mcp.server.subscriptions import ListenHandler
+
+        return Server(
+            "llm-gateway",
+            version="0.1.0",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_subscriptions_listen=ListenHandler(self.changes),  # 2026-07-28 clients: tools listChanged
+        )
+
+    async def _tools_changed(self) -> None:
+        """A server's tool list changed: each open ``subscriptions/listen`` stream hears of it."""
+        from mcp.shared.subscriptions import ToolsListChanged
+
+        await self.changes.publish(ToolsListChanged())
 
     async def _forward(
         self,
@@ -191,7 +269,7 @@ class McpGateway:
         tool: str,
         params: Any,
         mcp_error: Any,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Admit, forward, and account one call; the result the caller gets (an error result for a
         refusal, a down or slow server; the server's JSON-RPC error as the same error)."""
         from gateway.governance.prices import NANO
@@ -218,28 +296,27 @@ class McpGateway:
         except BaseException:
             call.finish(499, "cancelled")
             raise
-        call.finish(200, "tool_error" if result.get("isError") else None)
+        call.finish(200, "tool_error" if result.is_error else None)
         return result
 
 
-def check_message(body: bytes) -> tuple[dict[str, Any], tuple[int, str] | None]:
-    """The message, and the JSON-RPC error (code, message) for a body that is not one JSON-RPC message.
+def check_message(body: bytes) -> tuple[Any, tuple[int, str] | None]:
+    """The message (a dict, or a batch's list: gateway/mcp/batch.py judges it), and the JSON-RPC
+    error (code, message) for a body that is not one JSON-RPC message.
 
-    The SDK would answer a message without ``method`` or a batch with -32602 and a pydantic dump;
-    the specification names -32700 (not JSON) and -32600 (not a valid request object). Batches:
-    2025-06-18 removed them and the later revisions have none; the SDK serves none for 2025-03-26
-    either, so every batch is refused here, saying so."""
+    The SDK would answer a message without ``method`` with -32602 and a pydantic dump; the
+    specification names -32700 (not JSON) and -32600 (not a valid request object)."""
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
         return {}, (PARSE_ERROR, "Parse error: the body is not JSON")
+    if isinstance(message, list):
+        return message, None
     refusal = _refusal(message)
     return (message if refusal is None else {}), refusal
 
 
 def _refusal(message: Any) -> tuple[int, str] | None:
-    if isinstance(message, list):
-        return INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not served; send one message per request"
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return INVALID_REQUEST, 'Invalid Request: expected a JSON-RPC 2.0 object ("jsonrpc": "2.0")'
     method = message.get("method")

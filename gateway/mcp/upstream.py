@@ -3,7 +3,10 @@
 Each ``[[mcp_servers]]`` entry gets one long-lived session (the official SDK's ``Client``) owned by
 one supervisor task: it connects (streamable HTTP, legacy HTTP+SSE, or a child process over stdio),
 lists the tools, then checks the session every ``HEALTH_SECONDS`` by listing again (which also picks
-up a changed tool list). A session that fails (a call's transport error, a check that fails or is
+up a changed tool list). A server that says its list changed is listed again at once: the
+handshake revisions' ``notifications/tools/list_changed`` (on stdio, the legacy SSE stream, or a
+request's stream), and on 2026-07-28 the ``subscriptions/listen`` stream the session opens for
+tool changes; ``on_change`` is then told (the endpoint passes it on to its own listeners). A session that fails (a call's transport error, a check that fails or is
 late, a stdio child that died) is closed and opened again with backoff (``BACKOFF_*``); meanwhile
 the server is *down*: its tools are left out of ``tools/list`` and a call to it is an error result
 at once. So a dead or slow server never holds up the list or another server's calls.
@@ -46,7 +49,9 @@ class Upstream:
         self.name = settings.name
         self.timeout = settings.timeout
         self.client: Any = None  # mcp.Client while up
-        self.tools: list[dict[str, Any]] = []  # the server's tools, as it listed them (wire dicts)
+        self.generation = 0  # bumped each time the tool list is replaced (the catalog's cache key)
+        self.names: frozenset[str] = frozenset()  # the server's own tool names, for a call's check
+        self.tools = []  # the server's tools, as it listed them (wire dicts)
         self.last_error: str | None = None
         self.down_since: float | None = time.time()
         self._broken = asyncio.Event()
@@ -54,9 +59,21 @@ class Upstream:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._up = asyncio.Event()
+        self._changed = asyncio.Event()  # the server said its tool list changed
+        self.on_change: Any = None  # async () -> None, after a list changed by the server's word was read
         for header_name, var in settings.headers_env.items():
             if not os.environ.get(var):
                 log.warning("MCP server %s: $%s (header %s) is not set; it is sent empty", self.name, var, header_name)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[dict[str, Any]]) -> None:
+        self._tools = tools
+        self.names = frozenset(str(t.get("name", "")) for t in tools)
+        self.generation += 1
 
     @property
     def up(self) -> bool:
@@ -113,7 +130,9 @@ class Upstream:
         backoff = BACKOFF_FIRST
         while not self._stopped:
             try:
-                async with Client(self._transport(), cache=None, read_timeout_seconds=self.timeout) as client:
+                async with Client(
+                    self._transport(), cache=None, read_timeout_seconds=self.timeout, message_handler=self._on_message
+                ) as client:
                     with anyio.fail_after(self.timeout):
                         self.tools = await self._list(client)
                     self.client, self.last_error, self.down_since = client, None, None
@@ -121,7 +140,11 @@ class Upstream:
                     self._up.set()
                     log.info("MCP server %s is up: %d tools", self.name, len(self.tools))
                     backoff = BACKOFF_FIRST
-                    await self._watch(client)
+                    listening = asyncio.get_running_loop().create_task(self._listen(client))
+                    try:
+                        await self._watch(client)
+                    finally:
+                        listening.cancel()
             except asyncio.CancelledError:
                 self.client = None
                 raise
@@ -148,17 +171,45 @@ class Upstream:
             self.down_since = time.time()
 
     async def _watch(self, client: Any) -> None:
-        """Until the session fails or the gateway stops: a check every ``HEALTH_SECONDS``."""
+        """Until the session fails or the gateway stops: a check every ``HEALTH_SECONDS``, and a
+        list at once when the server says its tools changed."""
         while not self._stopped:
+            woken = [asyncio.ensure_future(e.wait()) for e in (self._broken, self._changed)]
             try:
-                await asyncio.wait_for(self._broken.wait(), HEALTH_SECONDS)
-            except TimeoutError:
-                with anyio.fail_after(self.timeout):
-                    self.tools = await self._list(client)
-                continue
-            if not self._stopped:
-                raise ServerDown(self.last_error or "the session failed")
-            return
+                await asyncio.wait(woken, timeout=HEALTH_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in woken:
+                    waiter.cancel()
+            if self._broken.is_set():
+                if not self._stopped:
+                    raise ServerDown(self.last_error or "the session failed")
+                return
+            changed = self._changed.is_set()
+            self._changed.clear()
+            with anyio.fail_after(self.timeout):
+                tools = await self._list(client)
+            if changed or tools != self.tools:
+                self.tools = tools
+                log.info("MCP server %s: its tool list changed (%d tools)", self.name, len(tools))
+                if self.on_change is not None:
+                    await self.on_change()
+
+    async def _on_message(self, message: Any) -> None:
+        """The session's incoming messages: a handshake-era ``notifications/tools/list_changed``."""
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self._changed.set()
+
+    async def _listen(self, client: Any) -> None:
+        """On a 2026-07-28 session: the ``subscriptions/listen`` stream of tool-list changes (a
+        server that does not serve it, or an older revision, leaves the ``HEALTH_SECONDS`` check)."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    self._changed.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("MCP server %s: no subscriptions/listen (%s)", self.name, _describe(exc))
 
     @staticmethod
     async def _list(client: Any) -> list[dict[str, Any]]:
@@ -172,9 +223,10 @@ class Upstream:
                 break
         return tools
 
-    async def call(self, tool: str, arguments: dict[str, Any] | None, progress: Any = None) -> dict[str, Any]:
-        """The server's ``tools/call`` result as a wire dict; ``ServerDown`` / ``TimeoutError`` when it
-        cannot answer within the timeout. A JSON-RPC error from the server propagates (``MCPError``)."""
+    async def call(self, tool: str, arguments: dict[str, Any] | None, progress: Any = None) -> Any:
+        """The server's ``tools/call`` result (the SDK's ``CallToolResult``, passed on as it is, with
+        no dump and re-validation); ``ServerDown`` / ``TimeoutError`` when it cannot answer within
+        the timeout. A JSON-RPC error from the server propagates (``MCPError``)."""
         client = self.client
         if client is None:
             raise ServerDown(self.last_error or "not connected yet")
@@ -196,16 +248,13 @@ class Upstream:
             self.last_error = _describe(exc)
             self._broken.set()
             raise ServerDown(self.last_error) from None
-        dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        meta = dumped.get("_meta")
-        if isinstance(meta, dict):  # the protocol's own keys (the server's serverInfo …) are this hop's,
-            # not the caller's: the gateway's server stamps its own; the server's other keys pass
+        meta = result.meta
+        if meta:  # the protocol's own keys (the server's serverInfo …) are this hop's, not the
+            # caller's: the gateway's server stamps its own; the server's other keys pass
             kept = {k: v for k, v in meta.items() if not k.startswith(PROTOCOL_META_PREFIX)}
-            if kept:
-                dumped["_meta"] = kept
-            else:
-                del dumped["_meta"]
-        return dumped
+            if len(kept) != len(meta):
+                result = result.model_copy(update={"meta": kept or None})
+        return result
 
     def status(self) -> dict[str, Any]:
         """This server's line in ``/readyz``: never its URL's credentials nor its headers."""

@@ -2,7 +2,7 @@
 (tests/mcp/doubles.py), a stdio one the gateway starts (tests/mcp/stdio_server.py), and one that
 is down (a closed port), and the files tools again on the legacy HTTP+SSE transport (``legacy``).
 Keys: ``search`` (read tools and calc), ``tight`` (rpm 2, calc only), ``models-only`` (no
-mcp_tools), ``legacy-user`` (the legacy server's tools, max_parallel 1)."""
+mcp_tools), ``legacy-user`` (the legacy server's tools, max_parallel 1), ``batch`` (read tools, rpm 3)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ KEYS = {
     "tight": "sk-tight-key",
     "models-only": "sk-models-only",
     "legacy-user": "sk-legacy-user",
+    "batch": "sk-batch-key",
 }
 
 
@@ -60,6 +61,7 @@ def mcp_config(files_url: str, legacy_url: str | None = None, **extra: Any) -> d
             {"name": "models-only", "key_sha256": sha(KEYS["models-only"])},
             {"name": "legacy-user", "key_sha256": sha(KEYS["legacy-user"]), "mcp_tools": ["legacy_*"],
              "max_parallel": 1},
+            {"name": "batch", "key_sha256": sha(KEYS["batch"]), "mcp_tools": ["files_read_*"], "rpm": 3},
         ],
         **extra,
     }  # fmt: skip

@@ -3,7 +3,9 @@
 ``files``: streamable HTTP, refuses (401) any request without ``x-files-token: files-secret``;
 counts every ``tools/call`` that reaches it (``calls``), so a test can see that a refused call never
 arrived. Its tools: ``read_file`` (structured output), ``delete_file`` (the one a key must not
-call), ``fail`` (an ``isError`` result), ``slow`` (sleeps), ``progress`` (reports progress).
+call), ``fail`` (an ``isError`` result), ``slow`` (sleeps), ``progress`` (reports progress),
+``grow`` (adds a tool ``added_<name>`` and says the list changed: a ``subscriptions/listen`` event
+on 2026-07-28, ``notifications/tools/list_changed`` on the handshake revisions).
 The stdio server is ``stdio_server.py`` next to this file.
 """
 
@@ -47,6 +49,19 @@ def files_server() -> Any:
         for i in range(steps):
             await ctx.report_progress(i + 1, steps, f"step {i + 1}")
         return "done"
+
+    @server.tool(description="Adds a tool, and says the tool list changed")
+    async def grow(name: str, ctx: Context) -> str:
+        def added() -> str:
+            return f"added {name}"
+
+        server.add_tool(added, name=f"added_{name}", description=f"Added at run time: {name}")
+        await ctx.notify_tools_changed()  # 2026-07-28: to the subscriptions/listen streams
+        try:  # the handshake revisions: a notification (on this request's stream)
+            await ctx.request_context.session.send_tool_list_changed()
+        except Exception:
+            pass  # a 2026-07-28 session has no such notification
+        return f"grew {name}"
 
     return server
 

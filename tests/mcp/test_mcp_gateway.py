@@ -171,8 +171,8 @@ async def test_a_down_or_slow_server_holds_up_nothing_else(gateway: Any) -> None
         assert time.monotonic() - listed < 3.0
     ready = httpx.get(f"{gateway.url}/readyz").json()
     assert ready["mcp_servers"]["gone"] == {"up": False, "tools": 0, "error": "ConnectError"}
-    assert ready["mcp_servers"]["files"] == {"up": True, "tools": 5}
-    assert ready["mcp_servers"]["legacy"] == {"up": True, "tools": 5}
+    assert ready["mcp_servers"]["files"] == {"up": True, "tools": 6}
+    assert ready["mcp_servers"]["legacy"] == {"up": True, "tools": 6}
 
 
 async def test_a_stdio_server_that_dies_is_started_again(gateway: Any) -> None:
@@ -340,7 +340,14 @@ async def test_admin_api_and_console_records(gateway: Any) -> None:
 async def test_a_legacy_sse_server_and_max_parallel(gateway: Any, access: Any) -> None:
     async with mcp_client(f"{gateway.url}/mcp", KEYS["legacy-user"]) as client:
         names = [t.name for t in (await client.list_tools()).tools]
-        assert names == ["legacy_delete_file", "legacy_fail", "legacy_progress", "legacy_read_file", "legacy_slow"]
+        assert names == [
+            "legacy_delete_file",
+            "legacy_fail",
+            "legacy_grow",
+            "legacy_progress",
+            "legacy_read_file",
+            "legacy_slow",
+        ]
         read = await client.call_tool("legacy_read_file", {"path": "old"})
         assert read.structured_content == {"path": "old", "size": 3, "text": "contents of old"}
         # max_parallel 1: a second call while the first runs is refused, the first answers
@@ -396,3 +403,87 @@ async def test_a_cancelled_call_is_cancelled_at_its_server(gateway: Any, files: 
             await asyncio.sleep(0.02)
     line = access.line_where(lambda e: e.get("tool") == "files_slow" and e["status"] == 499)
     assert line["error_kind"] == "cancelled"
+
+
+def _element(id_: int, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, **({"params": params} if params else {})}
+
+
+def _read(id_: int, path: str, name: str = "files_read_file") -> dict[str, Any]:
+    return _element(id_, "tools/call", name=name, arguments={"path": path})
+
+
+def test_a_2025_03_26_batch_is_served_element_by_element(gateway: Any, files: Any, access: Any) -> None:
+    """The raw HTTP a 2025-03-26 client may send (the SDKs send no batches): one POST, an array."""
+    import orjson
+
+    init = _element(1, "initialize", protocolVersion="2025-03-26", capabilities={},
+                    clientInfo={"name": "t", "version": "1"})  # fmt: skip
+    batch = [
+        init,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _element("two", "tools/list"),  # type: ignore[arg-type]
+        _read(3, "text"),
+        _read(4, "x", name="files_delete_file"),  # not the key's: refused, never reaching the server
+        _read(5, "b"),
+        _read(6, "c"),
+        _read(7, "d"),  # the key's rpm is 3: the fourth read is refused
+        {"jsonrpc": "2.0", "id": 8},  # not a request: its own -32600, the others still served
+        _element(9, "ping"),
+    ]
+    calls_before = list(files[0].calls)
+    answer = _post(gateway, orjson.dumps(batch), key=KEYS["batch"], **{"x-request-id": "req-batch"})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
+    assert answer.headers["x-request-id"] == "req-batch"
+    by_id = {a["id"]: a for a in answer.json()}
+    assert sorted(by_id, key=str) == sorted([1, "two", 3, 4, 5, 6, 7, 8, 9], key=str)  # no answer to a notification
+    assert by_id[1]["result"]["protocolVersion"] == "2025-03-26"
+    assert [t["name"] for t in by_id["two"]["result"]["tools"]] == ["files_read_file"]
+    answered = {
+        r["structuredContent"]["path"]: r for i in (3, 5, 6, 7) if "structuredContent" in (r := by_id[i]["result"])
+    }
+    assert len(answered) == 3  # (the elements run concurrently: which one the limit refuses is not fixed)
+    for path, result in answered.items():  # each answer is its own element's
+        assert result["structuredContent"] == {"path": path, "size": len(path), "text": f"contents of {path}"}
+    assert by_id[4]["error"]["code"] == -32602 and "may not call it" in by_id[4]["error"]["message"]
+    results = [by_id[i]["result"] for i in (3, 5, 6, 7)]
+    assert sorted(r.get("isError", False) for r in results) == [False, False, False, True]  # rpm 3, as single calls
+    assert any("rate limit of 3 requests per minute" in r["content"][0]["text"] for r in results if r.get("isError"))
+    assert by_id[8]["error"]["code"] == -32600 and by_id[9]["result"] == {}
+    assert "delete_file" not in files[0].calls[len(calls_before) :]
+    assert files[0].calls[len(calls_before) :].count("read_file") == 3
+    assert access.line("req-batch.4")["status"] == 403 and access.line("req-batch.3")["key"] == "batch"
+    assert sorted(access.line(f"req-batch.{i}")["status"] for i in (3, 5, 6, 7)) == [200, 200, 200, 429]
+
+
+def test_batch_revisions(gateway: Any) -> None:
+    """A batch of notifications only is a 202; a batch for a revision without batches is -32600, whole."""
+    import orjson
+
+    notes = orjson.dumps([{"jsonrpc": "2.0", "method": "notifications/initialized"}])
+    accepted = _post(gateway, notes, **{"mcp-protocol-version": "2025-03-26"})
+    assert accepted.status_code == 202 and accepted.content == b""
+    init = _element(1, "initialize", protocolVersion="2025-11-25", capabilities={},
+                    clientInfo={"name": "t", "version": "1"})  # fmt: skip
+    for body, headers in [
+        ([_element(1, "ping")], {"mcp-protocol-version": "2025-06-18"}),
+        ([_element(1, "ping")], {"mcp-protocol-version": LATEST_PROTOCOL_VERSION}),
+        ([init, _element(2, "ping")], {}),  # the initialize in it asks for a revision without batches
+        ([], {"mcp-protocol-version": "2025-03-26"}),
+    ]:
+        refused = _post(gateway, orjson.dumps(body), **headers)
+        assert refused.status_code == 400, body
+        assert refused.json()["error"]["code"] == -32600 and refused.json()["id"] is None
+
+
+async def test_a_servers_changed_list_over_legacy_sse_is_read_at_once(gateway: Any) -> None:
+    """The legacy-SSE server adds a tool and says so (the SDK negotiates 2026-07-28 over SSE too, so
+    through ``subscriptions/listen``): its new tool is listed well within the 5 s check. (Last in
+    this module: it changes the legacy server's list.)"""
+    async with mcp_client(f"{gateway.url}/mcp", KEYS["legacy-user"]) as client:
+        assert not (await client.call_tool("legacy_grow", {"name": "text"})).is_error
+        started = time.monotonic()
+        while "legacy_added_text" not in {t.name for t in (await client.list_tools()).tools}:
+            assert time.monotonic() - started < 3.0, "the changed list was not read at once"
+            await asyncio.sleep(0.05)
+        assert (await client.call_tool("legacy_added_text", {})).content[0].text == "added text"  # type: ignore[union-attr]
