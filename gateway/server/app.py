@@ -37,6 +37,7 @@ from gateway.relay.stateful import Stateful
 from gateway.routing.router import Router
 from gateway.routing.targets import Routing
 from gateway.server.edge import EdgeGuard, error_response, scope_dialect
+from gateway.server.route_index import index_routes
 from gateway.settings import Settings
 from gateway.store import Store, open_store
 from gateway.telemetry import workers
@@ -289,6 +290,7 @@ def create_app(settings: Settings) -> Starlette:
             state.observer.stop()
 
     app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)
+    index_routes(app.router)  # a static path's route found by one dict lookup (gateway/server/route_index.py)
     app.state.gateway = state
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -46,7 +46,7 @@ def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> 
         return None
     try:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: F401 (installed?)
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     except ImportError:
@@ -55,7 +55,7 @@ def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> 
             "install the extra (pip install 'llm-gateway[otel]'). Running without telemetry."
         )
         return None
-    from gateway.telemetry.export import BoundedBatchProcessor
+    from gateway.telemetry.export import BoundedBatchProcessor, WireSpanExporter
     from gateway.telemetry.metrics import GenAIMetrics
     from gateway.telemetry.workers import current as current_worker
 
@@ -69,7 +69,7 @@ def telemetry_from_settings(settings: Settings, registry: CollectorRegistry) -> 
         # each worker exports its own cumulative metrics: one series source per worker, never two in one
         attrs["service.instance.id"] = f"{socket.gethostname()}-worker-{worker.index}"
     resource = Resource.create(attrs)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
-    guard = BoundedBatchProcessor(OTLPSpanExporter(endpoint=traces_url), registry, cfg.shutdown_seconds)
+    guard = BoundedBatchProcessor(WireSpanExporter(endpoint=traces_url), registry, cfg.shutdown_seconds)
     metrics = None
     if metrics_on:  # interval: OTEL_METRIC_EXPORT_INTERVAL
         metrics = GenAIMetrics(

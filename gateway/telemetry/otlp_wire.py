@@ -1,0 +1,188 @@
+"""OTLP/protobuf bytes for a batch of spans, written directly: the export thread's largest cost.
+
+The OTLP exporter's own encoder builds a protobuf message object per span, per attribute and per
+attribute value (``opentelemetry.exporter.otlp.proto.common``), then serializes them: measured
+~160 µs of the export thread's CPU per request (two spans, ~30 attributes) on the bench VM, most of
+tracing's whole cost per request (bench/README.md, "second pass"). This writes the same
+``ExportTraceServiceRequest`` wire bytes (opentelemetry-proto ``trace.proto``, ``common.proto``)
+straight from the ``ReadableSpan``s, with each attribute key's, resource's and scope's bytes made
+once. Spans carrying events or links (the gateway makes none) go through the SDK's encoder.
+tests/telemetry/test_otlp_wire.py parses both encodings with the generated classes and compares.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_Q = struct.Struct("<Q").pack
+_I = struct.Struct("<I").pack
+_D = struct.Struct("<d").pack
+_SMALL = [bytes([n]) for n in range(128)]
+_FLAGS = (b"\x85\x01" + _I(0x100), b"\x85\x01" + _I(0x300))  # span.flags: has-is-remote, is-remote
+_STATUS_EMPTY = b"\x7a\x00"
+
+
+def _varint(n: int) -> bytes:
+    if n < 128:
+        return _SMALL[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _ld(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field."""
+    return tag + _varint(len(payload)) + payload
+
+
+def _any(value: Any) -> bytes:
+    """An ``AnyValue``'s bytes (as the SDK's ``_encode_value`` chooses the member)."""
+    if value is None:
+        return b""
+    if value is True:
+        return b"\x10\x01"
+    if value is False:
+        return b"\x10\x00"
+    if isinstance(value, str):
+        return _ld(b"\x0a", value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, int):
+        return b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)
+    if isinstance(value, float):
+        return b"\x21" + _D(value)
+    if isinstance(value, bytes):
+        return _ld(b"\x3a", value)
+    if isinstance(value, Sequence):
+        return _ld(b"\x2a", b"".join([_ld(b"\x0a", _any(v)) for v in value]))
+    if isinstance(value, Mapping):
+        return _ld(b"\x32", b"".join([_ld(b"\x0a", _key_value(str(k), v)) for k, v in value.items()]))
+    raise TypeError(f"invalid attribute value type {type(value).__name__}")
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def _key_value(key: str, value: Any) -> bytes:
+    head = _KEYS.get(key)
+    if head is None:
+        head = _ld(b"\x0a", key.encode())
+        if len(_KEYS) < 4096:  # attribute keys are a fixed set; a bound against a surprise
+            _KEYS[key] = head
+    return head + _ld(b"\x12", _any(value))
+
+
+_PAIRS: dict[tuple[bytes, str, type, Any], bytes] = {}  # (tag, key, type, value) -> the field's bytes
+_PAIRS_MAX = 8192  # most values repeat (method, route, model, provider, status); ids do not: start over when full
+
+
+def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
+    if not attributes:
+        return b""
+    out = []
+    pairs = _PAIRS
+    for k, v in attributes.items():
+        kind = type(v)
+        if kind is str or kind is int or kind is bool:
+            field = pairs.get((tag, k, kind, v))
+            if field is None:
+                if len(pairs) >= _PAIRS_MAX:
+                    pairs.clear()
+                field = pairs[(tag, k, kind, v)] = _ld(tag, _key_value(k, v))
+            out.append(field)
+        else:
+            out.append(_ld(tag, _key_value(k, v)))
+    return b"".join(out)
+
+
+def _span(span: Any) -> bytes:
+    ctx = span.get_span_context()
+    parent = span.parent
+    parts = [b"\x0a\x10", ctx.trace_id.to_bytes(16, "big"), b"\x12\x08", ctx.span_id.to_bytes(8, "big")]
+    if ctx.trace_state:
+        parts.append(_ld(b"\x1a", ",".join(f"{k}={v}" for k, v in ctx.trace_state.items()).encode()))
+    if parent is not None:
+        parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
+    parts.append(_ld(b"\x2a", span.name.encode("utf-8", "surrogatepass")))
+    kind = span.kind.value + 1  # the SDK's SpanKind (INTERNAL = 0) -> OTLP's (UNSPECIFIED = 0)
+    parts.append(b"\x30" + _SMALL[kind])
+    if span.start_time:
+        parts.append(b"\x39" + _Q(span.start_time))
+    if span.end_time:
+        parts.append(b"\x41" + _Q(span.end_time))
+    parts.append(_attributes(b"\x4a", span.attributes))
+    if span.dropped_attributes:
+        parts.append(b"\x50" + _varint(span.dropped_attributes))
+    status = span.status
+    if status is None:
+        pass
+    elif status.description or status.status_code.value:
+        body = b""
+        if status.description:
+            body += _ld(b"\x12", status.description.encode("utf-8", "surrogatepass"))
+        if status.status_code.value:
+            body += b"\x18" + _SMALL[status.status_code.value]
+        parts.append(_ld(b"\x7a", body))
+    else:
+        parts.append(_STATUS_EMPTY)
+    parts.append(_FLAGS[1 if parent is not None and parent.is_remote else 0])
+    return _ld(b"\x12", b"".join(parts))  # ScopeSpans.spans
+
+
+_MADE: dict[int, tuple[Any, bytes]] = {}  # id(resource or scope) -> (it, its bytes); a process has one or two
+
+
+def _once(obj: Any, make: Any) -> bytes:
+    hit = _MADE.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    data: bytes = make(obj)
+    if len(_MADE) < 64:
+        _MADE[id(obj)] = (obj, data)
+    return data
+
+
+def _resource(resource: Any) -> bytes:
+    return _ld(b"\x0a", _attributes(b"\x0a", resource.attributes))
+
+
+def _scope(scope: Any) -> bytes:
+    if scope is None:
+        return _ld(b"\x0a", b"")
+    body = b""
+    if scope.name:
+        body += _ld(b"\x0a", scope.name.encode())
+    if scope.version:
+        body += _ld(b"\x12", scope.version.encode())
+    body += _attributes(b"\x1a", scope.attributes)
+    return _ld(b"\x0a", body)
+
+
+def encode_spans(spans: Sequence[Any]) -> bytes | None:
+    """The serialized ``ExportTraceServiceRequest`` of ``spans``, or None when a span carries events
+    or links (then the caller uses the SDK's encoder)."""
+    grouped: dict[Any, dict[Any, list[bytes]]] = {}
+    for span in spans:
+        if span.events or span.links:
+            return None
+        scopes = grouped.get(span.resource)
+        if scopes is None:
+            scopes = grouped[span.resource] = {}
+        scope = span.instrumentation_scope or None
+        encoded = scopes.get(scope)
+        if encoded is None:
+            encoded = scopes[scope] = []
+        encoded.append(_span(span))
+    out = []
+    for resource, scopes in grouped.items():
+        body = [_once(resource, _resource)]
+        for scope, encoded in scopes.items():
+            schema = _ld(b"\x1a", scope.schema_url.encode()) if scope is not None and scope.schema_url else b""
+            body.append(_ld(b"\x12", _once(scope, _scope) + b"".join(encoded) + schema))
+        if resource.schema_url:
+            body.append(_ld(b"\x1a", resource.schema_url.encode()))
+        out.append(_ld(b"\x0a", b"".join(body)))
+    return b"".join(out)
