@@ -301,8 +301,12 @@ class GuardrailSettings(BaseModel):
         default_factory=list
     )  # regex: a bare string is named after the guardrail
     url: str | None = None  # webhook: the operator's service (POST, docs/guardrails.md); requests and answers
-    timeout_ms: int = Field(default=500, ge=1)  # webhook: no answer within this counts as down
-    fail: Literal["closed", "open"] = "closed"  # webhook down: closed refuses the request, open lets it pass
+    timeout_ms: int | None = Field(
+        default=None, ge=1
+    )  # webhook (default 500) / presidio (default 10000): no verdict within this counts as down
+    fail: Literal["closed", "open"] = (
+        "closed"  # webhook down or presidio too slow: closed refuses the request, open lets it pass
+    )
     model: str = "en_core_web_lg"  # presidio: the spaCy model ("blank:en": pattern recognizers only)
     entities: list[str] | None = None  # presidio: the entity types (default: all it knows)
 

@@ -2,11 +2,14 @@
 
 ``Guardrails.for_request`` gives a request the union of its route's and its key's guardrails (the
 route's first, each once, in config order within each); ``RequestGuard.check_request`` redacts,
-blocks or records on the request IR before anything goes upstream; ``RequestGuard.filter`` is the
-answer's pass: text, thinking and tool-call argument deltas go through one ``StreamRedactor`` (or,
-for presidio, ``WholeBlock``) per block and guardrail, held text is released before the block
-ends; ``filter_async`` adds the webhooks, which judge each block whole when it ends.
-``check_inputs`` is the request pass over an embeddings request's texts.
+blocks or records on the request IR before anything goes upstream (``check_request_async``: every
+kind, in config order; presidio's analysis and the webhooks' calls are awaited, never run on the
+event loop); ``RequestGuard.filter`` is the answer's pass of the scanning kinds: text, thinking and
+tool-call argument deltas go through one ``StreamRedactor`` per block and guardrail, held text is
+released before the block ends; ``filter_async`` adds the judging kinds (webhooks and presidio),
+which judge each block whole when it ends. ``check_inputs`` is the request pass over an embeddings
+request's texts. ``acted`` (the access log's ``guardrails``) stays in config order, request first,
+whatever order the kinds ran in.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from gateway.errors import GatewayError
 from gateway.events import BlockStart, BlockStop, End, Event, StreamError, TextDelta, ThinkingDelta, ToolArgsDelta
 from gateway.guardrails.pii import CHARSETS, LEADS, RECOGNIZERS, SEEDS, TRIGGERS, Check, always
 from gateway.guardrails.scanner import Hit, Scanner, StreamRedactor
-from gateway.guardrails.webhook import Webhook
+from gateway.guardrails.webhook import Verdict, Webhook
 from gateway.ir import ChatRequest, Message, OpaquePart, TextPart, ToolCallPart, ToolResultPart
 from gateway.settings import GuardrailSettings, RegexPattern, Settings
 
@@ -37,24 +40,35 @@ class Guardrail:
     webhook: Webhook | None = None
     presidio: Any = None  # a PresidioRedactor (the extra)
 
-    def open_stream(self) -> StreamRedactor | WholeBlock:
-        """A redactor for one block of the answer (a scanning kind or ``presidio``)."""
-        if self.scanner is not None:
-            return StreamRedactor(self.scanner, self.action == "redact", self)
-        return WholeBlock(self)
+    def open_stream(self) -> StreamRedactor:
+        """A redactor for one block of the answer (a scanning kind)."""
+        assert self.scanner is not None
+        return StreamRedactor(self.scanner, self.action == "redact", self)
+
+    @property
+    def judges(self) -> bool:
+        """A kind that judges whole texts, awaited (``webhook``, ``presidio``), not a scanner."""
+        return self.scanner is None
+
+
+WEBHOOK_TIMEOUT_MS = 500  # ``timeout_ms`` unset: a webhook's round-trip
+PRESIDIO_TIMEOUT_MS = 10_000  # a presidio analysis (~2.4 s of CPU for a 48 KB block, every entity type)
 
 
 def compile_guardrail(spec: GuardrailSettings) -> Guardrail:
     if spec.kind == "webhook":
         if not spec.url:
             raise GuardrailConfigError(f"guardrail {spec.name!r}: kind webhook needs url")
-        hook = Webhook(spec.url, spec.timeout_ms / 1000, spec.fail == "open")
+        hook = Webhook(spec.url, (spec.timeout_ms or WEBHOOK_TIMEOUT_MS) / 1000, spec.fail == "open")
         return Guardrail(spec.name, spec.action, "request" in spec.on, "response" in spec.on, None, hook)
     if spec.kind == "presidio":
         from gateway.guardrails.presidio import PresidioRedactor, PresidioUnavailable
 
         try:
-            redactor = PresidioRedactor(spec.name, spec.model, spec.entities)
+            timeout = (spec.timeout_ms or PRESIDIO_TIMEOUT_MS) / 1000
+            redactor = PresidioRedactor(
+                spec.name, spec.model, spec.entities, timeout=timeout, fail_open=spec.fail == "open"
+            )
         except PresidioUnavailable as exc:
             raise GuardrailConfigError(str(exc)) from None
         return Guardrail(spec.name, spec.action, "request" in spec.on, "response" in spec.on, None, None, redactor)
@@ -112,8 +126,8 @@ class Guardrails:
         if plan is None:
             names = dict.fromkeys((*self.routes.get(route, ()), *self.keys.get(key or "", ())))
             chosen = tuple(self.by_name[n] for n in names)
-            answer = tuple(g for g in chosen if g.response and g.webhook is None)
-            hooks = tuple(g for g in chosen if g.response and g.webhook is not None)
+            answer = tuple(g for g in chosen if g.response and not g.judges)
+            hooks = tuple(g for g in chosen if g.response and g.judges)
             plan = (chosen, answer, hooks)
             if len(self._cache) < 4096:
                 self._cache[cache_key] = plan
@@ -145,19 +159,29 @@ class RequestGuard:
     """The guardrails of one request, and what they did (``acted``: the access log's ``guardrails``)."""
 
     guardrails: tuple[Guardrail, ...]
-    answer: tuple[Guardrail, ...] = ()  # on the answer, in ``filter``: the scanning kinds and presidio
-    hooks: tuple[Guardrail, ...] = ()  # on the answer, in ``filter_async``: the webhooks
+    answer: tuple[Guardrail, ...] = ()  # on the answer, in ``filter``: the scanning kinds
+    hooks: tuple[Guardrail, ...] = ()  # on the answer, in ``filter_async``: the webhooks and presidio
     acted: list[dict[str, Any]] = field(default_factory=list)
-    _blocks: dict[int, list[StreamRedactor | WholeBlock]] = field(default_factory=dict)  # per block, per guardrail
+    _blocks: dict[int, list[StreamRedactor]] = field(default_factory=dict)  # per block, per guardrail
     _kinds: dict[int, type] = field(default_factory=dict)  # a block's delta type: what its held text goes out as
-    _held: dict[str, dict[int, list[str]]] = field(default_factory=dict)  # a webhook's texts, per block
+    _held: dict[str, dict[int, list[str]]] = field(default_factory=dict)  # a judging kind's texts, per block
     _stopped: bool = False
 
+    def _note(self, g: Guardrail, where: str, hits: list[Hit]) -> None:
+        """``acted`` gets the hit, kept in config order (request entries first)."""
+        _note(self.acted, g, where, hits)
+        if len(self.acted) > 1:
+            rank = {x.name: i for i, x in enumerate(self.guardrails)}
+            self.acted.sort(key=lambda e: (e["where"] != "request", rank.get(e["name"], len(rank))))
+
     async def check_request_async(self, req: ChatRequest) -> None:
-        """``check_request``, then each webhook guardrail's verdict on the request's texts."""
-        self.check_request(req)
+        """Every guardrail on the request, in config order: the scanning kinds inline, presidio's
+        analysis off the event loop and each webhook's call awaited."""
         for g in self.guardrails:
-            if g.webhook is None or not g.request:
+            if not g.request:
+                continue
+            if not g.judges:
+                self._scan_request(g, req)
                 continue
             texts: list[str] = []
 
@@ -166,10 +190,10 @@ class RequestGuard:
                 return text
 
             _walk(req, collect)
-            verdict = await g.webhook.check(g.name, texts, "request")
+            verdict, hits = await self._judge(g, texts, "request")
             if verdict.action == "allow":
                 continue
-            _note(self.acted, g, "request", [Hit(0, 0, "webhook")])
+            self._note(g, "request", hits)
             if g.action == "log" and not verdict.failed:  # recorded, forwarded unchanged
                 continue
             if verdict.action == "block" or g.action == "block":
@@ -216,29 +240,53 @@ class RequestGuard:
     # -- the request ---------------------------------------------------------------------------
 
     def check_request(self, req: ChatRequest) -> None:
-        """Every text the model will see, in place; raises the in-dialect 400 of a blocking hit."""
+        """The scanning kinds over every text the model will see, in place; raises the in-dialect
+        400 of a blocking hit (``check_request_async`` is the whole pass, judging kinds included)."""
         for g in self.guardrails:
-            redactor = g.scanner or g.presidio
-            if not g.request or redactor is None:
-                continue
-            hits: list[Hit] = []
+            if g.request and not g.judges:
+                self._scan_request(g, req)
 
-            def apply(text: str, g: Guardrail = g, hits: list[Hit] = hits, redactor: Any = redactor) -> str:
-                out, found = redactor.redact(text)
-                if not found:
-                    return text
-                hits.extend(found)
-                if g.action == "block":
-                    raise _Blocked
-                return out if g.action == "redact" else text
+    def _scan_request(self, g: Guardrail, req: ChatRequest) -> None:
+        scanner = g.scanner
+        assert scanner is not None
+        hits: list[Hit] = []
 
-            try:
-                _walk(req, apply)
-            except _Blocked:
-                _note(self.acted, g, "request", hits)
-                raise blocked(g, "request") from None
-            if hits:
-                _note(self.acted, g, "request", hits)
+        def apply(text: str) -> str:
+            out, found = scanner.redact(text)
+            if not found:
+                return text
+            hits.extend(found)
+            if g.action == "block":
+                raise _Blocked
+            return out if g.action == "redact" else text
+
+        try:
+            _walk(req, apply)
+        except _Blocked:
+            self._note(g, "request", hits)
+            raise blocked(g, "request") from None
+        if hits:
+            self._note(g, "request", hits)
+
+    async def _judge(self, g: Guardrail, texts: list[str], where: str) -> tuple[Verdict, list[Hit]]:
+        """A judging kind's verdict on whole texts, and the hits to record when it is not ``allow``.
+        presidio: its analysis off the event loop; any entity found is a ``redact`` verdict with
+        the redacted texts (the guardrail's action decides what happens); longer than its
+        ``timeout_ms`` ends as a webhook that did not answer (``fail``)."""
+        if g.webhook is not None:
+            return await g.webhook.check(g.name, texts, where), [Hit(0, 0, "webhook")]
+        from gateway.guardrails.presidio import PresidioTimeout
+
+        try:
+            results = await g.presidio.analyze(texts)
+        except PresidioTimeout:
+            if g.presidio.fail_open:
+                return Verdict("allow"), []
+            return Verdict("block", "the guardrail did not finish in time", failed=True), [Hit(0, 0, "timeout")]
+        hits = [h for _, found in results for h in found]
+        if not hits:
+            return Verdict("allow"), []
+        return Verdict("redact", texts=[out for out, _ in results]), hits
 
     # -- the answer ---------------------------------------------------------------------------
 
@@ -300,7 +348,7 @@ class RequestGuard:
             hits: list[Hit] = []
             item = _item_texts(item, lambda t, g=g, hits=hits: _redacted(g, t, hits))
             if hits:
-                _note(self.acted, g, "response", hits)
+                self._note(g, "response", hits)
                 if g.action == "block":
                     err = blocked(g, "answer")
                     out.append(StreamError(err.kind, err.message, 400))
@@ -311,11 +359,12 @@ class RequestGuard:
 
     @property
     def synchronous(self) -> bool:
-        """No webhook looks at the answer: ``filter`` is the whole answer pass."""
+        """No judging kind (webhook, presidio) looks at the answer: ``filter`` is the whole answer pass."""
         return not self.hooks
 
     async def filter_async(self, batch: list[Event]) -> list[Event]:
-        """``filter``, then each answer webhook's verdict on the blocks that end in the batch."""
+        """``filter``, then each judging guardrail's verdict (webhook, presidio) on the blocks that
+        end in the batch."""
         batch = self.filter(batch)
         for g in self.hooks:
             if self._stopped:
@@ -339,9 +388,9 @@ class RequestGuard:
                 out.append(self._kinds[i](i, text))
         return False
 
-    def _check(self, red: StreamRedactor | WholeBlock, out: list[Event]) -> bool:
+    def _check(self, red: StreamRedactor, out: list[Event]) -> bool:
         g = red.guardrail
-        _note(self.acted, g, "response", red.hits)
+        self._note(g, "response", red.hits)
         red.hits.clear()
         if g.action != "block":
             return False
@@ -351,10 +400,10 @@ class RequestGuard:
         return True
 
     async def _hook_pass(self, g: Guardrail, batch: list[Event]) -> list[Event]:
-        """One webhook over the answer. ``redact``/``block``: a block's text is held until it ends,
-        then judged (one call for every block ending in the batch: a whole answer is one call) and
-        released as the verdict says; ``log``: the text passes at once and is judged at its end."""
-        assert g.webhook is not None
+        """One judging guardrail over the answer. ``redact``/``block``: a block's text is held until
+        it ends, then judged (one call for every block ending in the batch: a whole answer is one
+        call) and released as the verdict says; ``log``: the text passes at once and is judged at
+        its end."""
         held = self._held.setdefault(g.name, {})
         holds = g.action != "log"
         ending: list[int] = []
@@ -378,10 +427,10 @@ class RequestGuard:
         if not ending:
             return out
         texts = ["".join(held.pop(i)) for i in ending]
-        verdict = await g.webhook.check(g.name, texts, "response")
+        verdict, hits = await self._judge(g, texts, "response")
         replaced = texts
         if verdict.action != "allow":
-            _note(self.acted, g, "response", [Hit(0, 0, "webhook")])
+            self._note(g, "response", hits)
             if g.action == "log":
                 pass  # recorded; the text went out as it came
             elif verdict.action == "block" or g.action == "block" or verdict.texts is None:
@@ -410,31 +459,6 @@ class RequestGuard:
 def _ends(event: Event, ending: list[int]) -> bool:
     kind = type(event)
     return (kind is BlockStop and event.index in ending) or kind is End or kind is StreamError  # type: ignore[union-attr]
-
-
-class WholeBlock:
-    """A block's text for a checker that can only judge a whole text (``presidio``): ``redact`` and
-    ``block`` hold the block until it ends (the caller sees its text then, judged); ``log`` lets it
-    pass at once and judges it at the end. The same ``feed``/``flush``/``hits`` as a StreamRedactor."""
-
-    __slots__ = ("guardrail", "parts", "hits")
-
-    def __init__(self, guardrail: Guardrail) -> None:
-        self.guardrail = guardrail
-        self.parts: list[str] = []
-        self.hits: list[Hit] = []
-
-    def feed(self, text: str) -> str:
-        self.parts.append(text)
-        return "" if self.guardrail.action != "log" else text
-
-    def flush(self) -> str:
-        whole = "".join(self.parts)
-        self.parts.clear()
-        redacted, hits = self.guardrail.presidio.redact(whole)
-        self.hits.extend(hits)
-        action = self.guardrail.action
-        return "" if action == "log" else redacted if action == "redact" else whole
 
 
 class _Blocked(Exception):

@@ -5,16 +5,44 @@ Its named-entity recognizers need a spaCy model, named in config (``model = "en_
 startup fails naming what to install when the package or the model is missing. ``model =
 "blank:en"`` runs Presidio's pattern recognizers (email, card, IBAN, phone …) over a blank spaCy
 pipeline, without a model download. On answers it judges each block whole (it cannot scan a
-stream piecewise): ``engine.WholeBlock``.
+stream piecewise), when the block ends.
+
+An analysis is CPU-bound and long (~2.4 s for a 48 KB block with every entity type), so it never
+runs on the event loop: ``analyze`` runs it on a small executor of its own (``WORKERS`` threads,
+shared by every presidio guardrail), not the loop's default one, so that N concurrent big
+requests queue here instead of taking every thread the store and DNS lookups need. Presidio is
+Python under the GIL, so more threads would not analyze faster; the loop keeps serving (other
+requests, keepalives) because the interpreter switches threads every few milliseconds. An
+analysis that has not finished within ``timeout`` (queueing included) ends like a webhook that
+did not answer (``fail``); the thread finishes its text in the background (a thread cannot be
+interrupted), an analysis still queued is dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gateway.guardrails.scanner import Hit
 
 INSTALL = "pip install 'llm-gateway[presidio]'"
+WORKERS = 2
+
+log = logging.getLogger("gateway.guardrails")
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="presidio")
+    return _pool
+
+
+class PresidioTimeout(Exception):
+    """The analysis did not finish within the guardrail's ``timeout_ms``."""
 
 
 class PresidioUnavailable(ValueError):
@@ -22,7 +50,15 @@ class PresidioUnavailable(ValueError):
 
 
 class PresidioRedactor:
-    def __init__(self, name: str, model: str, entities: list[str] | None, language: str = "en") -> None:
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        entities: list[str] | None,
+        language: str = "en",
+        timeout: float = 10.0,
+        fail_open: bool = False,
+    ) -> None:
         try:
             import spacy
             from presidio_analyzer import AnalyzerEngine
@@ -45,6 +81,26 @@ class PresidioRedactor:
         setattr(engine, "nlp", {language: nlp})  # noqa: B010 (the loaded pipeline, not a model name)
         self.analyzer: Any = AnalyzerEngine(nlp_engine=engine, supported_languages=[language])
         self.entities, self.language = entities, language
+        self.name, self.timeout, self.fail_open = name, timeout, fail_open
+
+    async def analyze(self, texts: list[str]) -> list[tuple[str, list[Hit]]]:
+        """``redact`` over each text, off the event loop, within ``timeout``; raises
+        ``PresidioTimeout`` when it takes longer."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(_executor(), self.redact_all, texts)
+        try:
+            return await asyncio.wait_for(future, self.timeout)
+        except TimeoutError:
+            log.warning(
+                "guardrail %s: presidio took longer than %d ms; failing %s",
+                self.name,
+                round(self.timeout * 1000),
+                "open" if self.fail_open else "closed",
+            )
+            raise PresidioTimeout from None
+
+    def redact_all(self, texts: list[str]) -> list[tuple[str, list[Hit]]]:
+        return [self.redact(t) for t in texts]
 
     def redact(self, text: str) -> tuple[str, list[Hit]]:
         results = self.analyzer.analyze(text=text, language=self.language, entities=self.entities)
