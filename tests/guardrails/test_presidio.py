@@ -24,6 +24,7 @@ from gateway.settings import GuardrailSettings, Settings
 from tests.guardrails.test_guardrails_callers import ANSWER, CARD, EMAIL, PROMPT, ChatUpstream
 from tests.support.access_log import Capture, capture_access_log
 from tests.support.callers import openai_client
+from tests.support.embed_double import OPENAI_KEY, EmbedDouble
 from tests.support.fake_upstream import ServerThread
 
 
@@ -185,3 +186,31 @@ def test_an_analysis_past_timeout_ms_fails_as_configured(served: tuple[str, Chat
     assert line["guardrails"] == [{"name": "slow-closed", "action": "redact", "where": "request", "types": ["timeout"]}]
     assert _ask(url, "open", MEDIUM) == ANSWER  # fail = "open": forwarded as it came
     assert up.bodies[-1]["messages"][-1]["content"] == MEDIUM
+
+
+def test_embeddings_inputs_are_analyzed_off_the_loop_too() -> None:
+    double = EmbedDouble()
+    with ServerThread(double) as up:
+        config = {
+            "auth": {"keys_env": ""},
+            "store": {"url": "sqlite://:memory:"},
+            "providers": [
+                {"name": "openai", "dialect": "openai-chat", "base_url": up.url + "/v1", "api_key": OPENAI_KEY}
+            ],
+            "guardrails": [
+                {"name": "presidio", "kind": "presidio", "model": "blank:en", "entities": ["EMAIL_ADDRESS"]}
+            ],
+            "routes": [
+                {
+                    "model": "text",
+                    "provider": "openai",
+                    "upstream_model": "text-embedding-3-small",
+                    "guardrails": ["presidio"],
+                }
+            ],
+        }
+        with ServerThread(create_app(Settings(**config))) as gw:
+            openai_client(gw.url).embeddings.create(
+                model="text", input=[f"write to {EMAIL}", "fine"], encoding_format="float"
+            )
+    assert double.calls("openai")[-1]["body"]["input"] == ["write to [REDACTED:EMAIL_ADDRESS]", "fine"]
