@@ -231,7 +231,9 @@ def redis_client(url: str, password: str | None = None) -> aioredis.Redis:
     if url.split(":", 1)[0].lower() == SENTINEL_SCHEME:
         hosts, master, db, url_password = parse_sentinel_url(url)
         secret = url_password or password
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py's Sentinel.__init__ has no annotations
+        # redis-py's Sentinel.__init__ is annotated from 8.2 on, not before: called untyped either way
+        make_sentinel: Any = Sentinel
+        sentinel = make_sentinel(
             hosts,
             socket_connect_timeout=CONNECT_TIMEOUT,
             socket_timeout=CONNECT_TIMEOUT,
