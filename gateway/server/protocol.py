@@ -48,6 +48,7 @@ from gateway.asgi import Receive, Scope, Send
 from gateway.errors import GatewayError
 from gateway.server.coalesce import HeadHolding
 from gateway.server.edge import error_response, guess_dialect
+from gateway.server.loaded_app import app_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +68,8 @@ def limits_of(config: Config) -> Limits:
     cached = _LIMITS.get(config)
     if cached is not None:
         return cached
-    app, server = config.loaded_app, None
-    while app is not None and server is None:
-        state = getattr(getattr(app, "state", None), "gateway", None)
-        server = state.settings.server if state is not None else None
-        app = getattr(app, "app", None)
+    settings = app_settings(config)
+    server = settings.server if settings is not None else None
     limits = Limits()
     if server is not None:
         limits = Limits(

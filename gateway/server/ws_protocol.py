@@ -24,6 +24,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from uvicorn.server import ServerState
 from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 
+from gateway.server.loaded_app import app_settings
 from gateway.settings import WebSocketSettings
 
 SHUTDOWN = "gateway.websocket.shutdown"  # (the same name as gateway.server.websocket.SHUTDOWN)
@@ -36,12 +37,8 @@ def settings_of(config: Config) -> WebSocketSettings:
     cached = _SETTINGS.get(config)
     if cached is not None:
         return cached
-    app, found = config.loaded_app, None
-    while app is not None and found is None:
-        state = getattr(getattr(app, "state", None), "gateway", None)
-        found = state.settings.websocket if state is not None else None
-        app = getattr(app, "app", None)
-    settings = found if isinstance(found, WebSocketSettings) else WebSocketSettings()
+    app = app_settings(config)
+    settings = app.websocket if app is not None else WebSocketSettings()
     _SETTINGS[config] = settings
     return settings
 
