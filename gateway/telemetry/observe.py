@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import operator
-import os
 import queue
 import sys
 import time
@@ -28,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from gateway.asgi import Scope, header
 from gateway.events import Usage
+from gateway.random_ids import random_hex
 from gateway.telemetry.loop_lag import BUCKETS as LAG_BUCKETS
 
 if TYPE_CHECKING:
@@ -41,9 +41,7 @@ def request_id_for(scope: Scope) -> str:
     """The id a request is known by: the caller's ``x-request-id`` when it sent one, else a new
     one. Sent back as the ``x-request-id`` response header before any byte of the body (so every
     stream carries it from its first event) and written in the access log line."""
-    return (
-        header(scope, b"x-request-id") or "req_" + os.urandom(12).hex()
-    )  # (what secrets.token_hex does, 3 calls less)
+    return header(scope, b"x-request-id") or "req_" + random_hex(12)
 
 
 @dataclass(slots=True)
