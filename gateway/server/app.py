@@ -37,7 +37,7 @@ from gateway.relay.stateful import Stateful
 from gateway.routing.router import Router
 from gateway.routing.targets import Routing
 from gateway.server.edge import EdgeGuard, error_response, scope_dialect
-from gateway.server.route_index import index_routes
+from gateway.server.route_index import IndexedStarlette, index_routes
 from gateway.settings import Settings
 from gateway.store import Store, open_store
 from gateway.telemetry import workers
@@ -289,8 +289,9 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.to_thread(state.telemetry.shutdown)  # bounded by [telemetry] shutdown_seconds
             state.observer.stop()
 
-    app = Starlette(routes=build_routes(state, relay), lifespan=lifespan)
-    index_routes(app.router)  # a static path's route found by one dict lookup (gateway/server/route_index.py)
+    app = IndexedStarlette(routes=build_routes(state, relay), lifespan=lifespan)
+    # a static path's route found by one dict lookup, a model call's served past the middleware (route_index.py)
+    app.index = index_routes(app.router)
     app.state.gateway = state
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -95,7 +95,7 @@ def path_problem(scope: Scope) -> GatewayError | None:
     return None
 
 
-def _wants_websocket(scope: Scope) -> bool:
+def wants_websocket(scope: Scope) -> bool:
     for name, value in scope.get("headers", []):
         if name == b"upgrade" and b"websocket" in value.lower():
             return True
@@ -124,7 +124,7 @@ class EdgeGuard:
             return
         if kind == "http":
             problem = path_problem(scope)
-            if problem is None and _wants_websocket(scope):
+            if problem is None and wants_websocket(scope):
                 problem = UPGRADE_REQUIRED
             if problem is not None:
                 headers = [(b"connection", b"close")] if problem.status == 426 else []

@@ -14,9 +14,7 @@ the token counters.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import operator
-import queue
 import sys
 import time
 from dataclasses import dataclass, field, fields
@@ -28,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from gateway.asgi import Scope, header
 from gateway.events import Usage
 from gateway.random_ids import random_hex
+from gateway.telemetry.access_writer import AccessWriter
 from gateway.telemetry.loop_lag import BUCKETS as LAG_BUCKETS
 
 if TYPE_CHECKING:
@@ -215,17 +214,9 @@ class Observer:
         self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}  # (dialect, provider, status)
         self._tokens: dict[tuple[str, str], Any] = {}  # (provider, kind)
         self.ledger: Settles | None = None  # gateway.governance.ledger.Ledger: prices and settles every finished record
-        self._listener: logging.handlers.QueueListener | None = None
+        # the lines' writer thread (access_writer.py), unless a handler listens on ``gateway.access``
+        self._writer = AccessWriter(sys.stdout) if enabled else None
         self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
-        if enabled and not access_log.handlers:
-            q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-            stream = logging.StreamHandler(sys.stdout)
-            stream.setFormatter(logging.Formatter("%(message)s"))
-            self._listener = logging.handlers.QueueListener(q, stream)
-            self._listener.start()
-            access_log.addHandler(logging.handlers.QueueHandler(q))
-            access_log.setLevel(logging.INFO)
-            access_log.propagate = False
 
     def _warn_usage_missing(self, record: AccessRecord) -> None:
         """A warning naming the provider; at most one per provider every ``USAGE_WARNING_SECONDS``
@@ -248,9 +239,8 @@ class Observer:
         )
 
     def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()
-            self._listener = None
+        if self._writer is not None:
+            self._writer.stop()
 
     def finish(self, record: AccessRecord) -> None:
         record.duration_ms = round((time.perf_counter() - record.started) * 1000, 2)
@@ -305,8 +295,12 @@ class Observer:
                     m.retries.labels(attempt["provider"]).inc()
             if record.provider and record.provider != first and record.status < 400:
                 m.fallbacks.labels(record.provider).inc()
-        if self.enabled:
-            access_log.info(orjson.dumps(line if line is not None else log_line(record)).decode())
+        if self._writer is not None:
+            data = orjson.dumps(line if line is not None else log_line(record))
+            if access_log.handlers:  # someone listens (a logging config, a test): through logging
+                access_log.info(data.decode())
+            else:
+                self._writer.put(data)
 
 
 _LOGGED = tuple(

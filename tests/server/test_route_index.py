@@ -55,3 +55,32 @@ def test_health_twice_and_paths_with_parameters_still_route(indexed: Any) -> Non
     assert all(route.path == path and not route.param_convertors for (path, _), route in index.known.items())
     assert ("/healthz", "GET") in index.known
     assert not any(path.startswith("/v1/models/") or path == "/v1/chat/complete" for path, _ in index.known)
+
+
+def test_a_remembered_model_path_still_refuses_what_the_edge_refuses(indexed: Any, fake: Any) -> None:
+    """A model call is served past Starlette's middleware once its path is remembered
+    (``IndexedStarlette``): the edge's refusals must still hold there, with nothing sent upstream."""
+    import socket
+
+    server, index = indexed
+    path, body = BASE["openai-chat"]
+    assert httpx.post(server.url + path, json=body, timeout=10).status_code == 200
+    assert (path, "POST") in index.known
+    before = len(fake.received)
+    data = httpx.Request("POST", "http://x", json=body).content
+    for head in (
+        "POST /v1/chat%2Fcompletions HTTP/1.1\r\n",  # decodes to the remembered path
+        "POST /v1/chat/completions%00 HTTP/1.1\r\n",
+        f"POST {path} HTTP/1.1\r\nconnection: Upgrade\r\nupgrade: websocket\r\n",
+    ):
+        raw = (
+            f"{head}host: x\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n"
+            "connection: close\r\n\r\n"
+        ).encode() + data
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(raw)
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        assert answer.split()[1] in (b"404", b"426"), answer[:300]
+    assert len(fake.received) == before
