@@ -120,6 +120,9 @@ class SQLiteCounters:
             try:
                 db = sqlite3.connect(self.path, isolation_level=None, timeout=INLINE_BUSY_SECONDS)
                 db.execute("PRAGMA synchronous=NORMAL")
+                # no checkpoint on the loop: one writes the WAL's pages back and syncs the file
+                # (milliseconds); the worker's connection, which commits every settlement batch, runs them
+                db.execute("PRAGMA wal_autocheckpoint=0")
                 self._inline_db = db
             except sqlite3.Error:
                 self._inline_failed = True
