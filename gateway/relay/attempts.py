@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from gateway.dialects.base import BuildOptions, UpstreamCall
+from gateway.dialects.base import UpstreamCall
 from gateway.dialects.carry import CannotCarry, judge, lost_hints, refusal
 from gateway.dialects.items import without_lost_items
 from gateway.dialects.registry import codec_for
@@ -136,19 +136,7 @@ def build_call(provider: Provider, target: Target, req: ChatRequest, stream: boo
         dropped += lost_hints(req, settings.dialect, codec_for(req.dialect).hints)
     req, lost = without_lost_items(req, settings.dialect)  # (a stored history may hold any dialect's)
     dropped += lost
-    options = BuildOptions(
-        default_max_tokens=settings.default_max_tokens,
-        dropped_betas=tuple(settings.dropped_betas),
-        gemini_parameters_json_schema=settings.gemini_parameters_json_schema,
-        stream=stream,
-        sampling_exclusive_models=None
-        if settings.sampling_exclusive_models is None
-        else tuple(settings.sampling_exclusive_models),
-        adaptive_thinking_models=None
-        if settings.adaptive_thinking_models is None
-        else tuple(settings.adaptive_thinking_models),
-        auto_cache=settings.auto_cache,
-    )
+    options = provider.build_options(stream)
     call = provider.platform.adapt(
         codec.build_request(req, target.upstream_model, options), target.upstream_model, settings
     )
