@@ -40,7 +40,7 @@ from gateway.events import BlockStart, End, MessageStart, TextDelta, Usage
 from gateway.ir import ChatRequest, Message, TextPart
 from gateway.routing.router import Resolved, Target
 from gateway.settings import ProviderSettings
-from gateway.telemetry.export import BoundedBatchProcessor
+from gateway.telemetry.export import BoundedBatchProcessor, WireSpanExporter
 from gateway.telemetry.metrics import GenAIMetrics
 from gateway.telemetry.observe import AccessRecord
 from gateway.telemetry.traces import Telemetry
@@ -161,10 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         port = int(sink.stdout.readline())  # type: ignore[union-attr]
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         tel = telemetry(
-            OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"),
+            WireSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"),
             OTLPMetricExporter(endpoint=f"http://127.0.0.1:{port}/v1/metrics"),
             False,
         )

@@ -16,11 +16,11 @@ in the main repository; see docs/telemetry.md):
   and finish reasons are known. All of a request's spans are handed to the exporter when it ends
   (why: ``Telemetry``).
 
-Module map: this one (spans), ``telemetry_setup.py`` (turning it on), ``telemetry_export.py`` (the
-bounded queue), ``telemetry_metrics.py`` (GenAI histograms), ``telemetry_content.py`` (opt-in content).
+Module map: this one (spans), ``setup.py`` (turning it on), ``export.py`` (the bounded batcher),
+``otlp_wire.py`` (the OTLP bytes), ``metrics.py`` (GenAI histograms), ``content.py`` (opt-in content).
 
-Never in the way: spans leave through a ``BatchSpanProcessor`` (its own thread) behind a bounded
-queue; what cannot be queued or exported is counted in ``gateway_telemetry_dropped_spans_total``
+Never in the way: spans leave through the gateway's batcher (``gateway/telemetry/export.py``: its own
+thread, which writes the OTLP bytes) behind a bounded queue; what cannot be queued or exported is counted in ``gateway_telemetry_dropped_spans_total``
 instead of waiting. Shutdown flushes for at most ``shutdown_seconds``. The caller's key, upstream
 keys and provider error messages are never put on a span; prompts and completions only with
 ``capture_content = true`` (``gateway/telemetry/content.py``).
@@ -41,6 +41,8 @@ from gateway.events import MessageStart
 from gateway.reply import Reply, ReplyBuilder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gateway.errors import GatewayError
     from gateway.events import Event
     from gateway.ir import ChatRequest
@@ -122,10 +124,37 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
     return trace, span, int(flags, 16)
 
 
-class _Span:
-    """A span being described: plain data until the request ends (see ``RequestTrace``)."""
+SERVER, CLIENT = 2, 3  # OTLP's Span.SpanKind numbers
 
-    __slots__ = ("span_id", "name", "start_ns", "end_ns", "attributes", "error")
+
+class _Span:
+    """A span being described: plain data until the request ends (see ``RequestTrace``). Then, with
+    the gateway's own batcher (``gateway/telemetry/export.py``), it is addressed (``trace_id``,
+    ``parent_id``, ``remote``, ``kind``, ``trace_state``, ``origin``) and queued as it is: the export
+    thread writes its OTLP bytes (``otlp_wire.encode_plain``); no SDK object is made for it."""
+
+    __slots__ = (
+        "span_id",
+        "name",
+        "start_ns",
+        "end_ns",
+        "attributes",
+        "error",
+        "trace_id",
+        "parent_id",
+        "remote",
+        "kind",
+        "trace_state",
+        "origin",
+    )
+    # set when the request ends (RequestTrace._finish): trace_state is a caller's raw tracestate
+    # header (validated on the export thread) or a sampler's TraceState; origin the Telemetry
+    trace_id: int
+    parent_id: int
+    remote: bool
+    kind: int
+    trace_state: Any
+    origin: Telemetry
 
     def __init__(self, name: str, attributes: dict[str, Any]) -> None:
         self.span_id = getrandbits(64) or 1
@@ -143,10 +172,12 @@ class Telemetry:
     ~45 µs on the bench VM before its first attribute (locks, attribute cleaning per call, a context
     per span), so a request's two spans alone would be twice the per-request budget. A request's spans
     are instead described as plain data while it runs (ids, nanosecond timestamps, attribute dicts the
-    gateway builds from values it already has) and turned into the SDK's own ``ReadableSpan``s once,
-    when the request ends, then handed to the SDK's span processor — the batcher and the OTLP exporter
-    see exactly what a ``Tracer`` would have produced. The SDK's sampler (``OTEL_TRACES_SAMPLER``)
-    decides, then, for the whole trace.
+    gateway builds from values it already has). When the request ends the SDK's sampler
+    (``OTEL_TRACES_SAMPLER``) decides for the whole trace, and the spans are addressed and handed, as
+    they are, to the gateway's batcher (``submit``), whose export thread writes their OTLP bytes: making
+    the SDK's ``ReadableSpan``s (with their ``SpanContext``s and ``Status``) on the loop was most of what
+    was left of tracing's cost per request (bench/README.md, "third pass"). Any other span processor
+    (the SDK's, in tests) is handed the ``ReadableSpan``s a ``Tracer`` would have produced (``emit``).
     """
 
     def __init__(
@@ -202,6 +233,9 @@ class Telemetry:
         self.SERVER, self.CLIENT, self.ERROR = SpanKind.SERVER, SpanKind.CLIENT, StatusCode.ERROR
         self.SAMPLED = TraceFlags(TraceFlags.SAMPLED)
         self.OK_STATUS = Status(StatusCode.UNSET)
+        # the gateway's batcher takes a request's plain spans as they are (BoundedBatchProcessor.submit);
+        # any other span processor (an SDK one, in tests) is handed ReadableSpans (emit)
+        self.submit: Callable[[list[_Span]], None] | None = getattr(processor, "submit", None)
         self._providers: dict[str, dict[str, Any]] = {}
 
     def provider(self, provider: Provider) -> dict[str, Any]:
@@ -257,6 +291,32 @@ class Telemetry:
                 end_time=span.end_ns,
                 instrumentation_scope=self.scope,
             )
+        )
+
+    def readable(self, span: _Span) -> Any:
+        """An addressed plain span as the SDK's ``ReadableSpan``, for an exporter other than the
+        gateway's OTLP one (made on the export thread)."""
+        state = span.trace_state
+        if type(state) is str:
+            state = self.TraceState.from_header([state])
+        context = self.SpanContext(span.trace_id, span.span_id, False, self.SAMPLED, state)
+        parent = (
+            self.SpanContext(span.trace_id, span.parent_id, span.remote, self.SAMPLED, state)
+            if span.parent_id
+            else None
+        )
+        status = self.Status(self.ERROR, span.error) if span.error is not None else self.OK_STATUS
+        return self.ReadableSpan(
+            span.name,
+            context,
+            parent,
+            self.resource,
+            span.attributes,
+            kind=self.SERVER if span.kind == SERVER else self.CLIENT,
+            status=status,
+            start_time=span.start_ns,
+            end_time=span.end_ns,
+            instrumentation_scope=self.scope,
         )
 
     def shutdown(self) -> None:
@@ -458,6 +518,11 @@ class RequestTrace:
             if record.status >= 500 or record.status == 200:  # a server failure, or a stream that failed after its 200
                 span.error = error
         parent = self.parent
+        if tel.always_root and tel.submit is not None:  # the default sampler, the gateway's batcher
+            if parent is not None and not parent.trace_flags.sampled:
+                return
+            self._submit(parent, (self.raw_trace_state or None) if parent is not None else None)
+            return
         if parent is not None and self.raw_trace_state:
             parent = tel.SpanContext(
                 parent.trace_id,
@@ -476,12 +541,31 @@ class RequestTrace:
             if not result.decision.is_sampled():
                 return
             trace_state = result.trace_state
+        if tel.submit is not None:
+            self._submit(parent, trace_state)
+            return
         # the attempts first, as spans end in OpenTelemetry (children before their parent): an
         # exporter that has the request's span then has all of its trace
         own = tel.SpanContext(self.trace_id, span.span_id, False, tel.SAMPLED, trace_state)
         for child in self.attempts:
             tel.emit(self.trace_id, child, tel.CLIENT, own, trace_state)
         tel.emit(self.trace_id, span, tel.SERVER, parent, trace_state)
+
+    def _submit(self, parent: Any, trace_state: Any) -> None:
+        """Address the trace's plain spans and queue them, attempts first (children end before their
+        parent, as in OpenTelemetry: an exporter that has the request's span has all of its trace).
+        ``trace_state``: the caller's raw ``tracestate`` (parsed on the export thread) or a sampler's."""
+        tel, span, trace_id = self.tel, self.span, self.trace_id
+        own = span.span_id
+        spans = self.attempts
+        for child in spans:
+            child.trace_id, child.parent_id, child.remote, child.kind = trace_id, own, False, CLIENT
+            child.trace_state, child.origin = trace_state, tel
+        span.trace_id, span.kind, span.trace_state, span.origin = trace_id, SERVER, trace_state, tel
+        span.parent_id, span.remote = (parent.span_id, True) if parent is not None else (0, False)
+        spans.append(span)
+        if tel.submit is not None:  # (always: the caller checked)
+            tel.submit(spans)
 
     def _describe_attempt(self, attempt: _Span, record: AccessRecord, error: str | None) -> None:
         """The answering attempt's usage and finish reasons; the GenAI metrics."""
