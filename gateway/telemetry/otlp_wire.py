@@ -77,26 +77,60 @@ def _key_value(key: str, value: Any) -> bytes:
     return head + _ld(b"\x12", _any(value))
 
 
-_PAIRS: dict[tuple[bytes, str, type, Any], bytes] = {}  # (tag, key, type, value) -> the field's bytes
-_PAIRS_MAX = 8192  # most values repeat (method, route, model, provider, status); ids do not: start over when full
-
-
 def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
+    """A resource's or scope's attributes (made once per process: ``_once``)."""
+    if not attributes:
+        return b""
+    return b"".join([_ld(tag, _key_value(k, v)) for k, v in attributes.items()])
+
+
+# span attribute key -> value -> (its type, the whole ``Span.attributes`` field's bytes). Most values
+# repeat (method, route, model, provider, status); ids and token counts do not: a key keeps its first
+# _PER_KEY values and the rest are written each time, so a unique one never pushes a repeating one out.
+_FIELDS: dict[str, dict[Any, tuple[type, bytes]]] = {}
+_PER_KEY = 64
+_CACHED = (str, int, bool)
+
+
+def _field(key: str, value: Any) -> bytes:
+    """A ``Span.attributes`` field (tag 9): a ``KeyValue`` whose ``AnyValue`` is written in line for a string."""
+    head = _KEYS.get(key)
+    if head is None:
+        head = _ld(b"\x0a", key.encode())
+        if len(_KEYS) < 4096:  # attribute keys are a fixed set; a bound against a surprise
+            _KEYS[key] = head
+    if type(value) is str:
+        data = value.encode("utf-8", "surrogatepass")
+        any_value = b"\x0a" + _varint(len(data)) + data
+    else:
+        any_value = _any(value)
+    kv = head + b"\x12" + _varint(len(any_value)) + any_value
+    return b"\x4a" + _varint(len(kv)) + kv
+
+
+def _span_attributes(attributes: Mapping[str, Any] | None) -> bytes:
     if not attributes:
         return b""
     out = []
-    pairs = _PAIRS
+    fields = _FIELDS
     for k, v in attributes.items():
         kind = type(v)
-        if kind is str or kind is int or kind is bool:
-            field = pairs.get((tag, k, kind, v))
-            if field is None:
-                if len(pairs) >= _PAIRS_MAX:
-                    pairs.clear()
-                field = pairs[(tag, k, kind, v)] = _ld(tag, _key_value(k, v))
-            out.append(field)
-        else:
-            out.append(_ld(tag, _key_value(k, v)))
+        if kind not in _CACHED:
+            out.append(_field(k, v))
+            continue
+        values = fields.get(k)
+        if values is None:
+            values = {}
+            if len(fields) < 4096:
+                fields[k] = values
+        hit = values.get(v)
+        if hit is not None and hit[0] is kind:  # 1 == True: the type tells them apart
+            out.append(hit[1])
+            continue
+        field = _field(k, v)
+        if len(values) < _PER_KEY or hit is not None:
+            values[v] = (kind, field)
+        out.append(field)
     return b"".join(out)
 
 
@@ -126,7 +160,7 @@ def _span_bytes(
         parts.append(b"\x39" + _Q(start))
     if end:
         parts.append(b"\x41" + _Q(end))
-    parts.append(_attributes(b"\x4a", attributes))
+    parts.append(_span_attributes(attributes))
     if dropped:
         parts.append(b"\x50" + _varint(dropped))
     parts.append(status)
