@@ -147,6 +147,7 @@ def _span_bytes(
     attributes: Mapping[str, Any] | None,
     dropped: int,
     status: bytes,
+    base: Any = None,
 ) -> bytes:
     """One ``Span`` (``kind`` as OTLP numbers it, ``status`` its field's bytes) inside ``ScopeSpans``."""
     parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
@@ -160,7 +161,15 @@ def _span_bytes(
         parts.append(b"\x39" + _Q(start))
     if end:
         parts.append(b"\x41" + _Q(end))
-    parts.append(_span_attributes(attributes))
+    if base is None:
+        parts.append(_span_attributes(attributes))
+    elif attributes and not base.attributes.keys().isdisjoint(attributes):  # a base key set on the span: it wins
+        parts.append(_span_attributes({**base.attributes, **attributes}))
+    else:
+        wire = base.wire
+        if wire is None:
+            wire = base.wire = _span_attributes(base.attributes)  # once per base (traces.Base)
+        parts += (wire, _span_attributes(attributes))
     if dropped:
         parts.append(b"\x50" + _varint(dropped))
     parts.append(status)
@@ -288,7 +297,8 @@ _ERROR = 2  # StatusCode.ERROR
 def encode_plain(spans: Sequence[Any]) -> bytes:
     """The serialized ``ExportTraceServiceRequest`` of the gateway's own plain spans
     (``gateway.telemetry.traces._Span``, ended and addressed: ``trace_id``, ``parent_id``, ``remote``,
-    ``kind`` as OTLP numbers it, ``trace_state``, ``origin`` with the process's resource and scope), written
+    ``kind`` as OTLP numbers it, ``trace_state``, ``origin`` with the process's resource and scope; the
+    attributes of its ``base`` first, their bytes written once per base), written
     on the export thread straight from them: no SDK object is made per span, on the loop or here."""
     grouped: dict[int, tuple[Any, list[bytes]]] = {}
     for span in spans:
@@ -311,6 +321,7 @@ def encode_plain(spans: Sequence[Any]) -> bytes:
                 span.attributes,
                 0,
                 _STATUS_EMPTY if error is None else _status(_ERROR, error),
+                span.base,
             )
         )
     return b"".join([_resource_spans(origin.resource, {origin.scope: encoded}) for origin, encoded in grouped.values()])

@@ -125,6 +125,21 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
 
 
 SERVER, CLIENT = 2, 3  # OTLP's Span.SpanKind numbers
+BASES_MAX = 1024  # shared attribute sets per process: routes x dialects, providers x models; a bound against a surprise
+
+
+class Base:
+    """The attributes every span of one kind shares (a route's, a provider and model's), made once
+    and never changed: a span holds it beside its own ``attributes``, so the loop copies nothing and
+    the export thread writes its OTLP bytes once (``wire``, set there), not per span. ``labels``: the
+    GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics.record_all`` keys them."""
+
+    __slots__ = ("attributes", "labels", "wire")
+
+    def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = ()) -> None:
+        self.attributes = attributes
+        self.labels = labels
+        self.wire: bytes | None = None
 
 
 class _Span:
@@ -140,6 +155,7 @@ class _Span:
         "end_ns",
         "attributes",
         "error",
+        "base",
         "trace_id",
         "parent_id",
         "remote",
@@ -156,13 +172,19 @@ class _Span:
     trace_state: Any
     origin: Telemetry
 
-    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+    def __init__(self, name: str, attributes: dict[str, Any], base: Base | None = None) -> None:
         self.span_id = getrandbits(64) or 1
         self.name = name
         self.start_ns = time_ns()
         self.end_ns = 0
-        self.attributes = attributes
+        self.attributes = attributes  # the span's own; a key set here wins over the base's
         self.error: str | None = None
+        self.base = base
+
+    def all_attributes(self) -> dict[str, Any]:
+        """The base's attributes and the span's own, as one mapping (what the SDK's span would hold)."""
+        base = self.base
+        return {**base.attributes, **self.attributes} if base is not None else self.attributes
 
 
 class Telemetry:
@@ -237,12 +259,41 @@ class Telemetry:
         # any other span processor (an SDK one, in tests) is handed ReadableSpans (emit)
         self.submit: Callable[[list[_Span]], None] | None = getattr(processor, "submit", None)
         self._providers: dict[str, dict[str, Any]] = {}
+        self._bases: dict[tuple[str, ...], Base] = {}
 
     def provider(self, provider: Provider) -> dict[str, Any]:
         attrs = self._providers.get(provider.name)
         if attrs is None:
             attrs = self._providers[provider.name] = provider_attributes(provider)
         return attrs
+
+    def attempt_base(self, provider: Provider, operation: str, model: str) -> Base:
+        """The attributes an attempt's span shares with every attempt at ``model`` on ``provider``."""
+        key = (provider.name, operation, model)
+        base = self._bases.get(key)
+        if base is None:
+            labels = {"gen_ai.operation.name": operation, **self.provider(provider), "gen_ai.request.model": model}
+            base = Base({**labels, "gateway.provider": provider.name}, tuple(labels.items()))
+            if len(self._bases) < BASES_MAX:
+                self._bases[key] = base
+        return base
+
+    def _server_base(self, method: str, route: str, path: str, scheme: str, dialect: str) -> Base:
+        key = (method, route, path, scheme, dialect)
+        base = self._bases.get(key)
+        if base is None:
+            base = Base(
+                {
+                    "http.request.method": method,
+                    "http.route": route,
+                    "url.path": path,
+                    "url.scheme": scheme,
+                    "gateway.caller.dialect": dialect,
+                }
+            )
+            if len(self._bases) < BASES_MAX:  # a route with an id in its path: one per request, not kept
+                self._bases[key] = base
+        return base
 
     def start(self, scope: dict[str, Any], headers: dict[str, str], dialect: str, record: AccessRecord) -> RequestTrace:
         """The request's SERVER span, continuing the caller's ``traceparent`` / ``tracestate``."""
@@ -262,14 +313,8 @@ class Telemetry:
                     parent = None
         span = _Span(
             f"{method} {route}",
-            {
-                "http.request.method": method,
-                "http.route": route,
-                "url.path": scope["path"],
-                "url.scheme": scope.get("scheme", "http"),
-                "gateway.caller.dialect": dialect,
-                "gateway.request_id": record.request_id,
-            },
+            {"gateway.request_id": record.request_id},
+            self._server_base(method, route, scope["path"], scope.get("scheme", "http"), dialect),
         )
         trace = RequestTrace(self, span, parent, trace_state)
         record.trace_id = format(trace.trace_id, "032x")
@@ -284,7 +329,7 @@ class Telemetry:
                 context,
                 parent,
                 self.resource,
-                span.attributes,
+                span.all_attributes(),
                 kind=kind,
                 status=status,
                 start_time=span.start_ns,
@@ -311,7 +356,7 @@ class Telemetry:
             context,
             parent,
             self.resource,
-            span.attributes,
+            span.all_attributes(),
             kind=self.SERVER if span.kind == SERVER else self.CLIENT,
             status=status,
             start_time=span.start_ns,
@@ -361,7 +406,7 @@ class RequestTrace:
         "attempts",
         "attempt",
         "attempt_started",
-        "attempt_attrs",
+        "labels",
         "streamed",
         "content",
         "output",
@@ -377,7 +422,7 @@ class RequestTrace:
         self.attempts: list[_Span] = []
         self.attempt: _Span | None = None  # the attempt that answered: ends with the request
         self.attempt_started = 0.0
-        self.attempt_attrs: dict[str, Any] = {}
+        self.labels: tuple[tuple[str, Any], ...] = ()  # the attempt's metric attributes (low cardinality)
         self.streamed = False
         self.content: dict[str, str] | None = None  # request content attributes (capture_content)
         self.output: ReplyBuilder | None = None  # folds a streamed answer (capture_content)
@@ -403,15 +448,9 @@ class RequestTrace:
     ) -> _Span:
         """A CLIENT span for one upstream attempt, child of the request's span."""
         operation = provider.identity.otel_operation
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": operation,
-            **self.tel.provider(provider),
-            "gen_ai.request.model": target.upstream_model,
-        }
-        self.attempt_attrs = dict(attrs)  # the metric attributes (low cardinality)
-        attrs["gateway.provider"] = provider.name
-        attrs["gateway.attempt"] = len(self.attempts) + 1
-        attrs["gateway.fallback"] = fallback
+        base = self.tel.attempt_base(provider, operation, target.upstream_model)
+        self.labels = base.labels
+        attrs: dict[str, Any] = {"gateway.attempt": len(self.attempts) + 1, "gateway.fallback": fallback}
         if req.max_tokens is not None:
             attrs["gen_ai.request.max_tokens"] = req.max_tokens
         if req.temperature is not None:
@@ -426,7 +465,7 @@ class RequestTrace:
             attrs.update(self.content)
         self.streamed = streamed
         self.attempt_started = time.perf_counter()
-        span = _Span(f"{operation} {target.upstream_model}", attrs)
+        span = _Span(f"{operation} {target.upstream_model}", attrs, base)
         self.attempts.append(span)
         return span
 
@@ -440,20 +479,14 @@ class RequestTrace:
     def embeddings_attempt(self, provider: Provider, target: Target, fallback: int, dimensions: int | None) -> _Span:
         """A CLIENT span ``embeddings {model}`` for one embeddings attempt (gateway/relay/embeddings.py);
         it ends as a chat attempt's does (``attempt_failed`` / ``attempt_opened`` then ``finish``)."""
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "embeddings",
-            **self.tel.provider(provider),
-            "gen_ai.request.model": target.upstream_model,
-        }
-        self.attempt_attrs = dict(attrs)
-        attrs["gateway.provider"] = provider.name
-        attrs["gateway.attempt"] = len(self.attempts) + 1
-        attrs["gateway.fallback"] = fallback
+        base = self.tel.attempt_base(provider, "embeddings", target.upstream_model)
+        self.labels = base.labels
+        attrs: dict[str, Any] = {"gateway.attempt": len(self.attempts) + 1, "gateway.fallback": fallback}
         if dimensions is not None:
             attrs["gen_ai.embeddings.dimension.count"] = dimensions
         self.streamed = False
         self.attempt_started = time.perf_counter()
-        span = _Span(f"embeddings {target.upstream_model}", attrs)
+        span = _Span(f"embeddings {target.upstream_model}", attrs, base)
         self.attempts.append(span)
         return span
 
@@ -468,9 +501,8 @@ class RequestTrace:
         span.error = f"{kind} (HTTP {err.status})" if err is not None else kind
         metrics = self.tel.metrics
         if metrics is not None:
-            metrics.record(
-                DURATION, time.perf_counter() - self.attempt_started, {**self.attempt_attrs, "error.type": kind}
-            )
+            labels = self.labels + (("error.type", kind),)
+            metrics.record_all(((DURATION, time.perf_counter() - self.attempt_started, labels),))
 
     def attempt_opened(self, span: _Span, first: list[Event]) -> None:
         """The attempt answered: its span stays open until the request ends; note the first chunk."""
@@ -481,7 +513,8 @@ class RequestTrace:
                 if event.id:
                     attrs["gen_ai.response.id"] = event.id
                 if event.model:
-                    attrs["gen_ai.response.model"] = self.attempt_attrs["gen_ai.response.model"] = event.model
+                    attrs["gen_ai.response.model"] = event.model
+                    self.labels += (("gen_ai.response.model", event.model),)
                 break
         if self.streamed:
             self.ttfc = attrs["gen_ai.response.time_to_first_chunk"] = time.perf_counter() - self.attempt_started
@@ -537,7 +570,7 @@ class RequestTrace:
             trace_state = parent.trace_state if parent is not None else None
         else:
             context = tel._in_context(tel.NonRecordingSpan(parent)) if parent is not None else None
-            result = tel.sampler.should_sample(context, self.trace_id, span.name, tel.SERVER, attrs)
+            result = tel.sampler.should_sample(context, self.trace_id, span.name, tel.SERVER, span.all_attributes())
             if not result.decision.is_sampled():
                 return
             trace_state = result.trace_state
@@ -595,7 +628,7 @@ class RequestTrace:
             attrs["error.type"] = attempt.error = error
         metrics = self.tel.metrics
         if metrics is not None:
-            labels = tuple(self.attempt_attrs.items())
+            labels = self.labels
             if error:
                 labels += (("error.type", error),)
             measured: list[tuple[str, float, tuple[tuple[str, Any], ...]]] = [

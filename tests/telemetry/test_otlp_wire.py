@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from gateway.telemetry.observe import AccessRecord
 from gateway.telemetry.otlp_wire import encode_plain, encode_spans
-from gateway.telemetry.traces import SCHEMA_URL, Telemetry, _Span
+from gateway.telemetry.traces import SCHEMA_URL, Base, Telemetry, _Span
 
 
 def _spans() -> list[ReadableSpan]:
@@ -100,7 +100,8 @@ def test_a_span_with_events_goes_to_the_sdk_encoder() -> None:
 def test_plain_spans_encode_as_the_sdk_encodes_their_readable_spans() -> None:
     """The batcher's path: a request's plain spans, addressed by ``RequestTrace._finish`` and encoded on
     the export thread (``encode_plain``), parse to what the SDK writes for the same spans as ``ReadableSpan``s
-    (a root trace, a child of a caller's span with a raw ``tracestate``, a failed attempt)."""
+    (a root trace, a child of a caller's span with a raw ``tracestate``, a failed attempt; shared base
+    attributes, one of them set again on a span)."""
     submitted: list[_Span] = []
 
     class Batcher:
@@ -116,7 +117,9 @@ def test_plain_spans_encode_as_the_sdk_encodes_their_readable_spans() -> None:
     for headers in ({}, caller):
         record = AccessRecord("req_1", "anthropic", "/v1/messages")
         trace = tel.start(scope, headers, "anthropic", record)
-        failed, answered = _Span("chat a", {"gateway.attempt": 1}), _Span("chat a", {"gateway.attempt": 2})
+        shared = Base({"gen_ai.request.model": "a", "gateway.provider": "a"})  # an attempt's base; one overridden
+        failed = _Span("chat a", {"gateway.attempt": 1, "gateway.provider": "b"}, shared)
+        answered = _Span("chat a", {"gateway.attempt": 2}, shared)
         failed.error = "overloaded (HTTP 529)"
         trace.attempts += (failed, answered)
         trace.attempt = answered
@@ -130,3 +133,8 @@ def test_plain_spans_encode_as_the_sdk_encodes_their_readable_spans() -> None:
     assert spans[5].parent_span_id == (0x00F067AA0BA902B7).to_bytes(8, "big") and spans[5].flags == 0x300
     assert spans[3].trace_state == "vendor=abc,x=y" and spans[0].trace_state == ""
     assert spans[3].status.message == "overloaded (HTTP 529)"
+    assert [(a.key, a.value.string_value) for a in spans[0].attributes][:2] == [
+        ("gen_ai.request.model", "a"),
+        ("gateway.provider", "b"),
+    ]
+    assert [a.key for a in spans[1].attributes][:3] == ["gen_ai.request.model", "gateway.provider", "gateway.attempt"]
