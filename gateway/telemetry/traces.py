@@ -134,9 +134,10 @@ class Base:
     the export thread writes its OTLP bytes once (``wire``, set there), not per span. ``labels``: the
     GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics.record_all`` keys them."""
 
-    __slots__ = ("attributes", "labels", "wire")
+    __slots__ = ("name", "attributes", "labels", "wire")
 
-    def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = ()) -> None:
+    def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = (), name: str = "") -> None:
+        self.name = name  # the spans' name
         self.attributes = attributes
         self.labels = labels
         self.wire: bytes | None = None
@@ -260,6 +261,8 @@ class Telemetry:
         self.submit: Callable[[list[_Span]], None] | None = getattr(processor, "submit", None)
         self._providers: dict[str, dict[str, Any]] = {}
         self._bases: dict[tuple[str, ...], Base] = {}
+        # (an attempt's base, its response model, error.type) -> the GenAI metrics' series handles
+        self._series: dict[tuple[Base, str | None, str | None], tuple[list[Any], ...]] = {}
 
     def provider(self, provider: Provider) -> dict[str, Any]:
         attrs = self._providers.get(provider.name)
@@ -267,13 +270,16 @@ class Telemetry:
             attrs = self._providers[provider.name] = provider_attributes(provider)
         return attrs
 
-    def attempt_base(self, provider: Provider, operation: str, model: str) -> Base:
-        """The attributes an attempt's span shares with every attempt at ``model`` on ``provider``."""
-        key = (provider.name, operation, model)
+    def attempt_base(self, provider: Provider, model: str, operation: str | None = None) -> Base:
+        """The attributes an attempt's span shares with every attempt at ``model`` on ``provider``
+        (``operation``: the provider's own, ``chat`` / ``generate_content``, unless given)."""
+        key = (provider.name, model, operation or "")
         base = self._bases.get(key)
         if base is None:
+            operation = operation or provider.identity.otel_operation
             labels = {"gen_ai.operation.name": operation, **self.provider(provider), "gen_ai.request.model": model}
-            base = Base({**labels, "gateway.provider": provider.name}, tuple(labels.items()))
+            attributes = {**labels, "gateway.provider": provider.name}
+            base = Base(attributes, tuple(labels.items()), f"{operation} {model}")
             if len(self._bases) < BASES_MAX:
                 self._bases[key] = base
         return base
@@ -282,15 +288,14 @@ class Telemetry:
         key = (method, route, path, scheme, dialect)
         base = self._bases.get(key)
         if base is None:
-            base = Base(
-                {
-                    "http.request.method": method,
-                    "http.route": route,
-                    "url.path": path,
-                    "url.scheme": scheme,
-                    "gateway.caller.dialect": dialect,
-                }
-            )
+            attributes = {
+                "http.request.method": method,
+                "http.route": route,
+                "url.path": path,
+                "url.scheme": scheme,
+                "gateway.caller.dialect": dialect,
+            }
+            base = Base(attributes, name=f"{method} {route}")
             if len(self._bases) < BASES_MAX:  # a route with an id in its path: one per request, not kept
                 self._bases[key] = base
         return base
@@ -311,11 +316,8 @@ class Telemetry:
                 parent = self._current_span(self._extract(headers)).get_span_context()
                 if not parent.is_valid:
                     parent = None
-        span = _Span(
-            f"{method} {route}",
-            {"gateway.request_id": record.request_id},
-            self._server_base(method, route, scope["path"], scope.get("scheme", "http"), dialect),
-        )
+        base = self._server_base(method, route, scope["path"], scope.get("scheme", "http"), dialect)
+        span = _Span(base.name, {"gateway.request_id": record.request_id}, base)
         trace = RequestTrace(self, span, parent, trace_state)
         record.trace_id = format(trace.trace_id, "032x")
         return trace
@@ -406,7 +408,8 @@ class RequestTrace:
         "attempts",
         "attempt",
         "attempt_started",
-        "labels",
+        "attempt_base",
+        "response_model",
         "streamed",
         "content",
         "output",
@@ -422,7 +425,8 @@ class RequestTrace:
         self.attempts: list[_Span] = []
         self.attempt: _Span | None = None  # the attempt that answered: ends with the request
         self.attempt_started = 0.0
-        self.labels: tuple[tuple[str, Any], ...] = ()  # the attempt's metric attributes (low cardinality)
+        self.attempt_base: Base | None = None  # the latest attempt's: its metric attributes (low cardinality)
+        self.response_model: str | None = None
         self.streamed = False
         self.content: dict[str, str] | None = None  # request content attributes (capture_content)
         self.output: ReplyBuilder | None = None  # folds a streamed answer (capture_content)
@@ -447,9 +451,8 @@ class RequestTrace:
         self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool
     ) -> _Span:
         """A CLIENT span for one upstream attempt, child of the request's span."""
-        operation = provider.identity.otel_operation
-        base = self.tel.attempt_base(provider, operation, target.upstream_model)
-        self.labels = base.labels
+        base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model)
+        self.response_model = None
         attrs: dict[str, Any] = {"gateway.attempt": len(self.attempts) + 1, "gateway.fallback": fallback}
         if req.max_tokens is not None:
             attrs["gen_ai.request.max_tokens"] = req.max_tokens
@@ -465,7 +468,7 @@ class RequestTrace:
             attrs.update(self.content)
         self.streamed = streamed
         self.attempt_started = time.perf_counter()
-        span = _Span(f"{operation} {target.upstream_model}", attrs, base)
+        span = _Span(base.name, attrs, base)
         self.attempts.append(span)
         return span
 
@@ -479,14 +482,14 @@ class RequestTrace:
     def embeddings_attempt(self, provider: Provider, target: Target, fallback: int, dimensions: int | None) -> _Span:
         """A CLIENT span ``embeddings {model}`` for one embeddings attempt (gateway/relay/embeddings.py);
         it ends as a chat attempt's does (``attempt_failed`` / ``attempt_opened`` then ``finish``)."""
-        base = self.tel.attempt_base(provider, "embeddings", target.upstream_model)
-        self.labels = base.labels
+        base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model, "embeddings")
+        self.response_model = None
         attrs: dict[str, Any] = {"gateway.attempt": len(self.attempts) + 1, "gateway.fallback": fallback}
         if dimensions is not None:
             attrs["gen_ai.embeddings.dimension.count"] = dimensions
         self.streamed = False
         self.attempt_started = time.perf_counter()
-        span = _Span(f"embeddings {target.upstream_model}", attrs, base)
+        span = _Span(base.name, attrs, base)
         self.attempts.append(span)
         return span
 
@@ -501,8 +504,7 @@ class RequestTrace:
         span.error = f"{kind} (HTTP {err.status})" if err is not None else kind
         metrics = self.tel.metrics
         if metrics is not None:
-            labels = self.labels + (("error.type", kind),)
-            metrics.record_all(((DURATION, time.perf_counter() - self.attempt_started, labels),))
+            metrics.observe(((self._series(kind)[0], time.perf_counter() - self.attempt_started),))
 
     def attempt_opened(self, span: _Span, first: list[Event]) -> None:
         """The attempt answered: its span stays open until the request ends; note the first chunk."""
@@ -513,8 +515,7 @@ class RequestTrace:
                 if event.id:
                     attrs["gen_ai.response.id"] = event.id
                 if event.model:
-                    attrs["gen_ai.response.model"] = event.model
-                    self.labels += (("gen_ai.response.model", event.model),)
+                    attrs["gen_ai.response.model"] = self.response_model = event.model
                 break
         if self.streamed:
             self.ttfc = attrs["gen_ai.response.time_to_first_chunk"] = time.perf_counter() - self.attempt_started
@@ -628,16 +629,37 @@ class RequestTrace:
             attrs["error.type"] = attempt.error = error
         metrics = self.tel.metrics
         if metrics is not None:
-            labels = self.labels
+            duration, input_tokens, output_tokens, ttfc = self._series(error)
+            measured: list[tuple[list[Any], float]] = [(duration, time.perf_counter() - self.attempt_started)]
+            if record.input_tokens is not None:
+                measured.append((input_tokens, record.input_tokens))
+            if record.output_tokens is not None:
+                measured.append((output_tokens, record.output_tokens))
+            if self.ttfc is not None:
+                measured.append((ttfc, self.ttfc))
+            metrics.observe(measured)
+
+    def _series(self, error: str | None) -> tuple[list[Any], ...]:
+        """The GenAI metrics' series of the latest attempt (duration, input and output tokens, time to
+        first chunk), found once per (base, response model, error) and kept: the attributes are not
+        hashed per measurement."""
+        tel, base, model = self.tel, self.attempt_base, self.response_model
+        assert base is not None and tel.metrics is not None
+        key = (base, model, error or None)
+        handles = tel._series.get(key)
+        if handles is None:
+            labels = base.labels
+            if model:
+                labels += (("gen_ai.response.model", model),)
             if error:
                 labels += (("error.type", error),)
-            measured: list[tuple[str, float, tuple[tuple[str, Any], ...]]] = [
-                (DURATION, time.perf_counter() - self.attempt_started, labels)
-            ]
-            if record.input_tokens is not None:
-                measured.append((TOKENS, record.input_tokens, labels + (("gen_ai.token.type", "input"),)))
-            if record.output_tokens is not None:
-                measured.append((TOKENS, record.output_tokens, labels + (("gen_ai.token.type", "output"),)))
-            if self.ttfc is not None:
-                measured.append((TTFC, self.ttfc, labels))
-            metrics.record_all(measured)
+            series = tel.metrics.series
+            handles = (
+                series(DURATION, labels),
+                series(TOKENS, labels + (("gen_ai.token.type", "input"),)),
+                series(TOKENS, labels + (("gen_ai.token.type", "output"),)),
+                series(TTFC, labels),
+            )
+            if len(tel._series) < BASES_MAX * 4:
+                tel._series[key] = handles
+        return handles
