@@ -126,6 +126,7 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
 
 SERVER, CLIENT = 2, 3  # OTLP's Span.SpanKind numbers
 BASES_MAX = 1024  # shared attribute sets per process: routes x dialects, providers x models; a bound against a surprise
+EXTENDED_MAX = 256  # the variants of one base (Base.extended)
 
 
 class Base:
@@ -134,13 +135,26 @@ class Base:
     the export thread writes its OTLP bytes once (``wire``, set there), not per span. ``labels``: the
     GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics.record_all`` keys them."""
 
-    __slots__ = ("name", "attributes", "labels", "wire")
+    __slots__ = ("name", "attributes", "labels", "wire", "_extended")
 
     def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = (), name: str = "") -> None:
         self.name = name  # the spans' name
         self.attributes = attributes
         self.labels = labels
         self.wire: bytes | None = None
+        self._extended: dict[tuple[tuple[str, Any], ...], Base] = {}
+
+    def extended(self, items: tuple[tuple[str, Any], ...]) -> Base:
+        """This base with ``items`` added: made once per distinct ``items`` and shared, so values most
+        requests repeat (a route's model, the status, the provider, the stop reason) are written to the
+        wire once, not per span. ``items`` hold low-cardinality values of one type per key (a bool is
+        never stood in for by an int: they compare equal)."""
+        base = self._extended.get(items)
+        if base is None:
+            base = Base({**self.attributes, **dict(items)}, self.labels, self.name)
+            if len(self._extended) < EXTENDED_MAX:
+                self._extended[items] = base
+        return base
 
 
 class _Span:
@@ -435,11 +449,10 @@ class RequestTrace:
         self.ttfc: float | None = None  # seconds to the answering attempt's first chunk (streamed)
 
     def request(self, req: ChatRequest, resolved: Resolved) -> None:
-        attrs = self.span.attributes
-        attrs["gateway.request.model"], attrs["gateway.route"], attrs["gateway.stream"] = (
-            req.model,
-            resolved.route,
-            req.stream,
+        span = self.span
+        assert span.base is not None
+        span.base = span.base.extended(
+            (("gateway.request.model", req.model), ("gateway.route", resolved.route), ("gateway.stream", req.stream))
         )
         if self.tel.capture_content:
             from gateway.telemetry.content import request_content
@@ -453,9 +466,13 @@ class RequestTrace:
         """A CLIENT span for one upstream attempt, child of the request's span."""
         base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model)
         self.response_model = None
-        attrs: dict[str, Any] = {"gateway.attempt": len(self.attempts) + 1, "gateway.fallback": fallback}
+        shared: tuple[tuple[str, Any], ...] = (
+            ("gateway.attempt", len(self.attempts) + 1),
+            ("gateway.fallback", fallback),
+        )
         if req.max_tokens is not None:
-            attrs["gen_ai.request.max_tokens"] = req.max_tokens
+            shared += (("gen_ai.request.max_tokens", req.max_tokens),)
+        attrs: dict[str, Any] = {}  # floats stay the span's own (0.0 == -0.0: one shared base would write either)
         if req.temperature is not None:
             attrs["gen_ai.request.temperature"] = req.temperature
         if req.top_p is not None:
@@ -468,7 +485,7 @@ class RequestTrace:
             attrs.update(self.content)
         self.streamed = streamed
         self.attempt_started = time.perf_counter()
-        span = _Span(base.name, attrs, base)
+        span = _Span(base.name, attrs, base.extended(shared))
         self.attempts.append(span)
         return span
 
@@ -537,14 +554,20 @@ class RequestTrace:
         span = self.span
         span.end_ns = now
         attrs = span.attributes
-        attrs["http.response.status_code"] = record.status
-        attrs["gateway.attempts"] = len(record.attempts)
+        shared: tuple[tuple[str, Any], ...] = (
+            ("http.response.status_code", record.status),
+            ("gateway.attempts", len(record.attempts)),
+        )
         if record.provider:
-            attrs["gateway.provider"] = record.provider
+            shared += (("gateway.provider", record.provider),)
         if record.stop_reason:
-            attrs["gateway.stop_reason"] = record.stop_reason
+            shared += (("gateway.stop_reason", record.stop_reason),)
         if record.key is not None:
-            attrs["gateway.key"] = record.key  # the named key's name, never the secret
+            shared += (("gateway.key", record.key),)  # the named key's name, never the secret
+        if span.base is not None:
+            span.base = span.base.extended(shared)
+        else:
+            attrs.update(shared)
         if record.cost_usd is not None:
             attrs["gateway.cost_usd"] = record.cost_usd  # set when the ledger priced it (Observer.finish)
         if error:
