@@ -4,10 +4,10 @@ The SDK's ``BatchSpanProcessor`` exports from its own thread too, but it does no
 lost (on a full queue it drops the oldest span and logs a warning *per span*: log spam on the
 request path exactly when the collector is down; a failed export is only logged), and it takes only
 the SDK's ``ReadableSpan``s: two of them, their ``SpanContext``s and ``Status`` per request, made on the
-event loop, were most of what tracing cost a request there (bench/README.md, "third pass"). So the
+event loop, were a large part of what tracing cost a request there (bench/README.md, "third pass"). So the
 batcher is the gateway's: a request's plain spans (``gateway/telemetry/traces.py`` ``_Span``) are
 appended to a deque as they are (``submit``), and the export thread writes their OTLP bytes
-(``otlp_wire.encode_plain``) a batch at a time. It batches as the SDK's does (``OTEL_BSP_SCHEDULE_DELAY``,
+(``otlp_wire.encode_plain``) a batch at a time, a caller's ``tracestate`` validated there too. It batches as the SDK's does (``OTEL_BSP_SCHEDULE_DELAY``,
 ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, ``OTEL_BSP_MAX_QUEUE_SIZE``; a full batch wakes the thread early) and
 still takes the SDK's spans (``on_end``: a ``TracerProvider`` may hold it). The workers are spawned,
 never forked (gateway/server/workers.py), so there is no thread to restart after a fork.

@@ -20,8 +20,8 @@ Module map: this one (spans), ``setup.py`` (turning it on), ``export.py`` (the b
 ``otlp_wire.py`` (the OTLP bytes), ``metrics.py`` (GenAI histograms), ``content.py`` (opt-in content).
 
 Never in the way: spans leave through the gateway's batcher (``gateway/telemetry/export.py``: its own
-thread, which writes the OTLP bytes) behind a bounded queue; what cannot be queued or exported is counted in ``gateway_telemetry_dropped_spans_total``
-instead of waiting. Shutdown flushes for at most ``shutdown_seconds``. The caller's key, upstream
+thread, which writes the OTLP bytes) behind a bounded queue; what cannot be queued or exported is
+counted in ``gateway_telemetry_dropped_spans_total`` instead of waiting. Shutdown flushes for at most ``shutdown_seconds``. The caller's key, upstream
 keys and provider error messages are never put on a span; prompts and completions only with
 ``capture_content = true`` (``gateway/telemetry/content.py``).
 """
@@ -133,7 +133,7 @@ class Base:
     """The attributes every span of one kind shares (a route's, a provider and model's), made once
     and never changed: a span holds it beside its own ``attributes``, so the loop copies nothing and
     the export thread writes its OTLP bytes once (``wire``, set there), not per span. ``labels``: the
-    GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics.record_all`` keys them."""
+    GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics`` keys its series."""
 
     __slots__ = ("name", "attributes", "labels", "wire", "_extended")
 
@@ -212,8 +212,8 @@ class Telemetry:
     gateway builds from values it already has). When the request ends the SDK's sampler
     (``OTEL_TRACES_SAMPLER``) decides for the whole trace, and the spans are addressed and handed, as
     they are, to the gateway's batcher (``submit``), whose export thread writes their OTLP bytes: making
-    the SDK's ``ReadableSpan``s (with their ``SpanContext``s and ``Status``) on the loop was most of what
-    was left of tracing's cost per request (bench/README.md, "third pass"). Any other span processor
+    the SDK's ``ReadableSpan``s (with their ``SpanContext``s and ``Status``) on the loop was a large part
+    of what was left of tracing's cost per request (bench/README.md, "third pass"). Any other span processor
     (the SDK's, in tests) is handed the ``ReadableSpan``s a ``Tracer`` would have produced (``emit``).
     """
 
