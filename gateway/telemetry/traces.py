@@ -126,7 +126,8 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
 
 SERVER, CLIENT = 2, 3  # OTLP's Span.SpanKind numbers
 BASES_MAX = 1024  # shared attribute sets per process: routes x dialects, providers x models; a bound against a surprise
-EXTENDED_MAX = 256  # the variants of one base (Base.extended)
+EXTENDED_MAX = 256  # the variants of one base (Base.extended) ...
+EXTENDED_TOTAL_MAX = 16384  # ... and of all of them: a caller's model names must not grow the process without bound
 
 
 class Base:
@@ -136,6 +137,7 @@ class Base:
     GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics`` keys its series."""
 
     __slots__ = ("name", "attributes", "labels", "wire", "_extended")
+    kept = 0  # extended variants kept, all bases (the loop's only)
 
     def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = (), name: str = "") -> None:
         self.name = name  # the spans' name
@@ -152,8 +154,9 @@ class Base:
         base = self._extended.get(items)
         if base is None:
             base = Base({**self.attributes, **dict(items)}, self.labels, self.name)
-            if len(self._extended) < EXTENDED_MAX:
+            if len(self._extended) < EXTENDED_MAX and Base.kept < EXTENDED_TOTAL_MAX:
                 self._extended[items] = base
+                Base.kept += 1
         return base
 
 
