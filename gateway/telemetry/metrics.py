@@ -83,8 +83,43 @@ class GenAIMetrics:
                 series = series_of.get((name, attrs))
                 bounds = INSTRUMENTS[name][2]
                 if series is None:
-                    series = series_of[(name, attrs)] = [[0] * (len(bounds) + 1), 0, 0, value, value]
+                    series = series_of[(name, attrs)] = [
+                        [0] * (len(bounds) + 1),
+                        0,
+                        0,
+                        value,
+                        value,
+                        bounds,
+                        (name, attrs),
+                    ]
                 series[0][bisect_left(bounds, value)] += 1
+                series[1] += value
+                series[2] += 1
+                if value < series[3]:
+                    series[3] = value
+                elif value > series[4]:
+                    series[4] = value
+
+    def series(self, name: str, attrs: tuple[tuple[str, Any], ...]) -> list[Any]:
+        """A handle on the series of ``name`` with ``attrs``, to record into with ``observe``: a caller that
+        keeps it (``RequestTrace``, per attempt's labels) skips hashing the attributes per measurement.
+        A series not yet recorded into is not exported (nor registered until then)."""
+        with self._lock:
+            series = self._series.get((name, attrs))
+        if series is None:
+            bounds = INSTRUMENTS[name][2]
+            series = [[0] * (len(bounds) + 1), 0, 0, 0, 0, bounds, (name, attrs)]
+        return series
+
+    def observe(self, measurements: Any) -> None:
+        """Several ``(series, value)`` (handles from ``series``) at once, under one lock."""
+        with self._lock:
+            for series, value in measurements:
+                if not series[2]:  # its first value: register it (or record into the one registered since)
+                    series = self._series.setdefault(series[6], series)
+                    if not series[2]:
+                        series[3] = series[4] = value
+                series[0][bisect_left(series[5], value)] += 1
                 series[1] += value
                 series[2] += 1
                 if value < series[3]:

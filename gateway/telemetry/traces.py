@@ -16,12 +16,12 @@ in the main repository; see docs/telemetry.md):
   and finish reasons are known. All of a request's spans are handed to the exporter when it ends
   (why: ``Telemetry``).
 
-Module map: this one (spans), ``telemetry_setup.py`` (turning it on), ``telemetry_export.py`` (the
-bounded queue), ``telemetry_metrics.py`` (GenAI histograms), ``telemetry_content.py`` (opt-in content).
+Module map: this one (spans), ``setup.py`` (turning it on), ``export.py`` (the bounded batcher),
+``otlp_wire.py`` (the OTLP bytes), ``metrics.py`` (GenAI histograms), ``content.py`` (opt-in content).
 
-Never in the way: spans leave through a ``BatchSpanProcessor`` (its own thread) behind a bounded
-queue; what cannot be queued or exported is counted in ``gateway_telemetry_dropped_spans_total``
-instead of waiting. Shutdown flushes for at most ``shutdown_seconds``. The caller's key, upstream
+Never in the way: spans leave through the gateway's batcher (``gateway/telemetry/export.py``: its own
+thread, which writes the OTLP bytes) behind a bounded queue; what cannot be queued or exported is
+counted in ``gateway_telemetry_dropped_spans_total`` instead of waiting. Shutdown flushes for at most ``shutdown_seconds``. The caller's key, upstream
 keys and provider error messages are never put on a span; prompts and completions only with
 ``capture_content = true`` (``gateway/telemetry/content.py``).
 """
@@ -41,6 +41,8 @@ from gateway.events import MessageStart
 from gateway.reply import Reply, ReplyBuilder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gateway.errors import GatewayError
     from gateway.events import Event
     from gateway.ir import ChatRequest
@@ -122,18 +124,85 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
     return trace, span, int(flags, 16)
 
 
+SERVER, CLIENT = 2, 3  # OTLP's Span.SpanKind numbers
+BASES_MAX = 1024  # shared attribute sets per process: routes x dialects, providers x models; a bound against a surprise
+EXTENDED_MAX = 256  # the variants of one base (Base.extended) ...
+EXTENDED_TOTAL_MAX = 16384  # ... and of all of them: a caller's model names must not grow the process without bound
+
+
+class Base:
+    """The attributes every span of one kind shares (a route's, a provider and model's), made once
+    and never changed: a span holds it beside its own ``attributes``, so the loop copies nothing and
+    the export thread writes its OTLP bytes once (``wire``, set there), not per span. ``labels``: the
+    GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics`` keys its series."""
+
+    __slots__ = ("name", "attributes", "labels", "wire", "_extended")
+    kept = 0  # extended variants kept, all bases (the loop's only)
+
+    def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = (), name: str = "") -> None:
+        self.name = name  # the spans' name
+        self.attributes = attributes
+        self.labels = labels
+        self.wire: bytes | None = None
+        self._extended: dict[tuple[tuple[str, Any], ...], Base] = {}
+
+    def extended(self, items: tuple[tuple[str, Any], ...]) -> Base:
+        """This base with ``items`` added: made once per distinct ``items`` and shared, so values most
+        requests repeat (a route's model, the status, the provider, the stop reason) are written to the
+        wire once, not per span. ``items`` hold low-cardinality values of one type per key (a bool is
+        never stood in for by an int: they compare equal)."""
+        base = self._extended.get(items)
+        if base is None:
+            base = Base({**self.attributes, **dict(items)}, self.labels, self.name)
+            if len(self._extended) < EXTENDED_MAX and Base.kept < EXTENDED_TOTAL_MAX:
+                self._extended[items] = base
+                Base.kept += 1
+        return base
+
+
 class _Span:
-    """A span being described: plain data until the request ends (see ``RequestTrace``)."""
+    """A span being described: plain data until the request ends (see ``RequestTrace``). Then, with
+    the gateway's own batcher (``gateway/telemetry/export.py``), it is addressed (``trace_id``,
+    ``parent_id``, ``remote``, ``kind``, ``trace_state``, ``origin``) and queued as it is: the export
+    thread writes its OTLP bytes (``otlp_wire.encode_plain``); no SDK object is made for it."""
 
-    __slots__ = ("span_id", "name", "start_ns", "end_ns", "attributes", "error")
+    __slots__ = (
+        "span_id",
+        "name",
+        "start_ns",
+        "end_ns",
+        "attributes",
+        "error",
+        "base",
+        "trace_id",
+        "parent_id",
+        "remote",
+        "kind",
+        "trace_state",
+        "origin",
+    )
+    # set when the request ends (RequestTrace._finish): trace_state is a caller's raw tracestate
+    # header (validated on the export thread) or a sampler's TraceState; origin the Telemetry
+    trace_id: int
+    parent_id: int
+    remote: bool
+    kind: int
+    trace_state: Any
+    origin: Telemetry
 
-    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+    def __init__(self, name: str, attributes: dict[str, Any], base: Base | None = None) -> None:
         self.span_id = getrandbits(64) or 1
         self.name = name
         self.start_ns = time_ns()
         self.end_ns = 0
-        self.attributes = attributes
+        self.attributes = attributes  # the span's own; a key set here wins over the base's
         self.error: str | None = None
+        self.base = base
+
+    def all_attributes(self) -> dict[str, Any]:
+        """The base's attributes and the span's own, as one mapping (what the SDK's span would hold)."""
+        base = self.base
+        return {**base.attributes, **self.attributes} if base is not None else self.attributes
 
 
 class Telemetry:
@@ -143,10 +212,12 @@ class Telemetry:
     ~45 µs on the bench VM before its first attribute (locks, attribute cleaning per call, a context
     per span), so a request's two spans alone would be twice the per-request budget. A request's spans
     are instead described as plain data while it runs (ids, nanosecond timestamps, attribute dicts the
-    gateway builds from values it already has) and turned into the SDK's own ``ReadableSpan``s once,
-    when the request ends, then handed to the SDK's span processor — the batcher and the OTLP exporter
-    see exactly what a ``Tracer`` would have produced. The SDK's sampler (``OTEL_TRACES_SAMPLER``)
-    decides, then, for the whole trace.
+    gateway builds from values it already has). When the request ends the SDK's sampler
+    (``OTEL_TRACES_SAMPLER``) decides for the whole trace, and the spans are addressed and handed, as
+    they are, to the gateway's batcher (``submit``), whose export thread writes their OTLP bytes: making
+    the SDK's ``ReadableSpan``s (with their ``SpanContext``s and ``Status``) on the loop was a large part
+    of what was left of tracing's cost per request (bench/README.md, "third pass"). Any other span processor
+    (the SDK's, in tests) is handed the ``ReadableSpan``s a ``Tracer`` would have produced (``emit``).
     """
 
     def __init__(
@@ -202,13 +273,49 @@ class Telemetry:
         self.SERVER, self.CLIENT, self.ERROR = SpanKind.SERVER, SpanKind.CLIENT, StatusCode.ERROR
         self.SAMPLED = TraceFlags(TraceFlags.SAMPLED)
         self.OK_STATUS = Status(StatusCode.UNSET)
+        # the gateway's batcher takes a request's plain spans as they are (BoundedBatchProcessor.submit);
+        # any other span processor (an SDK one, in tests) is handed ReadableSpans (emit)
+        self.submit: Callable[[list[_Span]], None] | None = getattr(processor, "submit", None)
         self._providers: dict[str, dict[str, Any]] = {}
+        self._bases: dict[tuple[str, ...], Base] = {}
+        # (an attempt's base, its response model, error.type) -> the GenAI metrics' series handles
+        self._series: dict[tuple[Base, str | None, str | None], tuple[list[Any], ...]] = {}
 
     def provider(self, provider: Provider) -> dict[str, Any]:
         attrs = self._providers.get(provider.name)
         if attrs is None:
             attrs = self._providers[provider.name] = provider_attributes(provider)
         return attrs
+
+    def attempt_base(self, provider: Provider, model: str, operation: str | None = None) -> Base:
+        """The attributes an attempt's span shares with every attempt at ``model`` on ``provider``
+        (``operation``: the provider's own, ``chat`` / ``generate_content``, unless given)."""
+        key = (provider.name, model, operation or "")
+        base = self._bases.get(key)
+        if base is None:
+            operation = operation or provider.identity.otel_operation
+            labels = {"gen_ai.operation.name": operation, **self.provider(provider), "gen_ai.request.model": model}
+            attributes = {**labels, "gateway.provider": provider.name}
+            base = Base(attributes, tuple(labels.items()), f"{operation} {model}")
+            if len(self._bases) < BASES_MAX:
+                self._bases[key] = base
+        return base
+
+    def _server_base(self, method: str, route: str, path: str, scheme: str, dialect: str) -> Base:
+        key = (method, route, path, scheme, dialect)
+        base = self._bases.get(key)
+        if base is None:
+            attributes = {
+                "http.request.method": method,
+                "http.route": route,
+                "url.path": path,
+                "url.scheme": scheme,
+                "gateway.caller.dialect": dialect,
+            }
+            base = Base(attributes, name=f"{method} {route}")
+            if len(self._bases) < BASES_MAX:  # a route with an id in its path: one per request, not kept
+                self._bases[key] = base
+        return base
 
     def start(self, scope: dict[str, Any], headers: dict[str, str], dialect: str, record: AccessRecord) -> RequestTrace:
         """The request's SERVER span, continuing the caller's ``traceparent`` / ``tracestate``."""
@@ -226,17 +333,8 @@ class Telemetry:
                 parent = self._current_span(self._extract(headers)).get_span_context()
                 if not parent.is_valid:
                     parent = None
-        span = _Span(
-            f"{method} {route}",
-            {
-                "http.request.method": method,
-                "http.route": route,
-                "url.path": scope["path"],
-                "url.scheme": scope.get("scheme", "http"),
-                "gateway.caller.dialect": dialect,
-                "gateway.request_id": record.request_id,
-            },
-        )
+        base = self._server_base(method, route, scope["path"], scope.get("scheme", "http"), dialect)
+        span = _Span(base.name, {"gateway.request_id": record.request_id}, base)
         trace = RequestTrace(self, span, parent, trace_state)
         record.trace_id = format(trace.trace_id, "032x")
         return trace
@@ -250,13 +348,39 @@ class Telemetry:
                 context,
                 parent,
                 self.resource,
-                span.attributes,
+                span.all_attributes(),
                 kind=kind,
                 status=status,
                 start_time=span.start_ns,
                 end_time=span.end_ns,
                 instrumentation_scope=self.scope,
             )
+        )
+
+    def readable(self, span: _Span) -> Any:
+        """An addressed plain span as the SDK's ``ReadableSpan``, for an exporter other than the
+        gateway's OTLP one (made on the export thread)."""
+        state = span.trace_state
+        if type(state) is str:
+            state = self.TraceState.from_header([state])
+        context = self.SpanContext(span.trace_id, span.span_id, False, self.SAMPLED, state)
+        parent = (
+            self.SpanContext(span.trace_id, span.parent_id, span.remote, self.SAMPLED, state)
+            if span.parent_id
+            else None
+        )
+        status = self.Status(self.ERROR, span.error) if span.error is not None else self.OK_STATUS
+        return self.ReadableSpan(
+            span.name,
+            context,
+            parent,
+            self.resource,
+            span.all_attributes(),
+            kind=self.SERVER if span.kind == SERVER else self.CLIENT,
+            status=status,
+            start_time=span.start_ns,
+            end_time=span.end_ns,
+            instrumentation_scope=self.scope,
         )
 
     def shutdown(self) -> None:
@@ -301,7 +425,8 @@ class RequestTrace:
         "attempts",
         "attempt",
         "attempt_started",
-        "attempt_attrs",
+        "attempt_base",
+        "response_model",
         "streamed",
         "content",
         "output",
@@ -317,7 +442,8 @@ class RequestTrace:
         self.attempts: list[_Span] = []
         self.attempt: _Span | None = None  # the attempt that answered: ends with the request
         self.attempt_started = 0.0
-        self.attempt_attrs: dict[str, Any] = {}
+        self.attempt_base: Base | None = None  # the latest attempt's: its metric attributes (low cardinality)
+        self.response_model: str | None = None
         self.streamed = False
         self.content: dict[str, str] | None = None  # request content attributes (capture_content)
         self.output: ReplyBuilder | None = None  # folds a streamed answer (capture_content)
@@ -326,11 +452,10 @@ class RequestTrace:
         self.ttfc: float | None = None  # seconds to the answering attempt's first chunk (streamed)
 
     def request(self, req: ChatRequest, resolved: Resolved) -> None:
-        attrs = self.span.attributes
-        attrs["gateway.request.model"], attrs["gateway.route"], attrs["gateway.stream"] = (
-            req.model,
-            resolved.route,
-            req.stream,
+        span = self.span
+        assert span.base is not None
+        span.base = span.base.extended(
+            (("gateway.request.model", req.model), ("gateway.route", resolved.route), ("gateway.stream", req.stream))
         )
         if self.tel.capture_content:
             from gateway.telemetry.content import request_content
@@ -342,18 +467,15 @@ class RequestTrace:
         self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool
     ) -> _Span:
         """A CLIENT span for one upstream attempt, child of the request's span."""
-        operation = provider.identity.otel_operation
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": operation,
-            **self.tel.provider(provider),
-            "gen_ai.request.model": target.upstream_model,
-        }
-        self.attempt_attrs = dict(attrs)  # the metric attributes (low cardinality)
-        attrs["gateway.provider"] = provider.name
-        attrs["gateway.attempt"] = len(self.attempts) + 1
-        attrs["gateway.fallback"] = fallback
+        base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model)
+        self.response_model = None
+        shared: tuple[tuple[str, Any], ...] = (
+            ("gateway.attempt", len(self.attempts) + 1),
+            ("gateway.fallback", fallback),
+        )
         if req.max_tokens is not None:
-            attrs["gen_ai.request.max_tokens"] = req.max_tokens
+            shared += (("gen_ai.request.max_tokens", req.max_tokens),)
+        attrs: dict[str, Any] = {}  # floats stay the span's own (0.0 == -0.0: one shared base would write either)
         if req.temperature is not None:
             attrs["gen_ai.request.temperature"] = req.temperature
         if req.top_p is not None:
@@ -366,7 +488,7 @@ class RequestTrace:
             attrs.update(self.content)
         self.streamed = streamed
         self.attempt_started = time.perf_counter()
-        span = _Span(f"{operation} {target.upstream_model}", attrs)
+        span = _Span(base.name, attrs, base.extended(shared))
         self.attempts.append(span)
         return span
 
@@ -380,20 +502,14 @@ class RequestTrace:
     def embeddings_attempt(self, provider: Provider, target: Target, fallback: int, dimensions: int | None) -> _Span:
         """A CLIENT span ``embeddings {model}`` for one embeddings attempt (gateway/relay/embeddings.py);
         it ends as a chat attempt's does (``attempt_failed`` / ``attempt_opened`` then ``finish``)."""
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "embeddings",
-            **self.tel.provider(provider),
-            "gen_ai.request.model": target.upstream_model,
-        }
-        self.attempt_attrs = dict(attrs)
-        attrs["gateway.provider"] = provider.name
-        attrs["gateway.attempt"] = len(self.attempts) + 1
-        attrs["gateway.fallback"] = fallback
+        base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model, "embeddings")
+        self.response_model = None
+        attrs: dict[str, Any] = {"gateway.attempt": len(self.attempts) + 1, "gateway.fallback": fallback}
         if dimensions is not None:
             attrs["gen_ai.embeddings.dimension.count"] = dimensions
         self.streamed = False
         self.attempt_started = time.perf_counter()
-        span = _Span(f"embeddings {target.upstream_model}", attrs)
+        span = _Span(base.name, attrs, base)
         self.attempts.append(span)
         return span
 
@@ -408,9 +524,7 @@ class RequestTrace:
         span.error = f"{kind} (HTTP {err.status})" if err is not None else kind
         metrics = self.tel.metrics
         if metrics is not None:
-            metrics.record(
-                DURATION, time.perf_counter() - self.attempt_started, {**self.attempt_attrs, "error.type": kind}
-            )
+            metrics.observe(((self._series(kind)[0], time.perf_counter() - self.attempt_started),))
 
     def attempt_opened(self, span: _Span, first: list[Event]) -> None:
         """The attempt answered: its span stays open until the request ends; note the first chunk."""
@@ -421,7 +535,7 @@ class RequestTrace:
                 if event.id:
                     attrs["gen_ai.response.id"] = event.id
                 if event.model:
-                    attrs["gen_ai.response.model"] = self.attempt_attrs["gen_ai.response.model"] = event.model
+                    attrs["gen_ai.response.model"] = self.response_model = event.model
                 break
         if self.streamed:
             self.ttfc = attrs["gen_ai.response.time_to_first_chunk"] = time.perf_counter() - self.attempt_started
@@ -443,14 +557,20 @@ class RequestTrace:
         span = self.span
         span.end_ns = now
         attrs = span.attributes
-        attrs["http.response.status_code"] = record.status
-        attrs["gateway.attempts"] = len(record.attempts)
+        shared: tuple[tuple[str, Any], ...] = (
+            ("http.response.status_code", record.status),
+            ("gateway.attempts", len(record.attempts)),
+        )
         if record.provider:
-            attrs["gateway.provider"] = record.provider
+            shared += (("gateway.provider", record.provider),)
         if record.stop_reason:
-            attrs["gateway.stop_reason"] = record.stop_reason
+            shared += (("gateway.stop_reason", record.stop_reason),)
         if record.key is not None:
-            attrs["gateway.key"] = record.key  # the named key's name, never the secret
+            shared += (("gateway.key", record.key),)  # the named key's name, never the secret
+        if span.base is not None:
+            span.base = span.base.extended(shared)
+        else:
+            attrs.update(shared)
         if record.cost_usd is not None:
             attrs["gateway.cost_usd"] = record.cost_usd  # set when the ledger priced it (Observer.finish)
         if error:
@@ -458,6 +578,11 @@ class RequestTrace:
             if record.status >= 500 or record.status == 200:  # a server failure, or a stream that failed after its 200
                 span.error = error
         parent = self.parent
+        if tel.always_root and tel.submit is not None:  # the default sampler, the gateway's batcher
+            if parent is not None and not parent.trace_flags.sampled:
+                return
+            self._submit(parent, (self.raw_trace_state or None) if parent is not None else None)
+            return
         if parent is not None and self.raw_trace_state:
             parent = tel.SpanContext(
                 parent.trace_id,
@@ -472,16 +597,35 @@ class RequestTrace:
             trace_state = parent.trace_state if parent is not None else None
         else:
             context = tel._in_context(tel.NonRecordingSpan(parent)) if parent is not None else None
-            result = tel.sampler.should_sample(context, self.trace_id, span.name, tel.SERVER, attrs)
+            result = tel.sampler.should_sample(context, self.trace_id, span.name, tel.SERVER, span.all_attributes())
             if not result.decision.is_sampled():
                 return
             trace_state = result.trace_state
+        if tel.submit is not None:
+            self._submit(parent, trace_state)
+            return
         # the attempts first, as spans end in OpenTelemetry (children before their parent): an
         # exporter that has the request's span then has all of its trace
         own = tel.SpanContext(self.trace_id, span.span_id, False, tel.SAMPLED, trace_state)
         for child in self.attempts:
             tel.emit(self.trace_id, child, tel.CLIENT, own, trace_state)
         tel.emit(self.trace_id, span, tel.SERVER, parent, trace_state)
+
+    def _submit(self, parent: Any, trace_state: Any) -> None:
+        """Address the trace's plain spans and queue them, attempts first (children end before their
+        parent, as in OpenTelemetry: an exporter that has the request's span has all of its trace).
+        ``trace_state``: the caller's raw ``tracestate`` (parsed on the export thread) or a sampler's."""
+        tel, span, trace_id = self.tel, self.span, self.trace_id
+        own = span.span_id
+        spans = self.attempts
+        for child in spans:
+            child.trace_id, child.parent_id, child.remote, child.kind = trace_id, own, False, CLIENT
+            child.trace_state, child.origin = trace_state, tel
+        span.trace_id, span.kind, span.trace_state, span.origin = trace_id, SERVER, trace_state, tel
+        span.parent_id, span.remote = (parent.span_id, True) if parent is not None else (0, False)
+        spans.append(span)
+        if tel.submit is not None:  # (always: the caller checked)
+            tel.submit(spans)
 
     def _describe_attempt(self, attempt: _Span, record: AccessRecord, error: str | None) -> None:
         """The answering attempt's usage and finish reasons; the GenAI metrics."""
@@ -511,16 +655,37 @@ class RequestTrace:
             attrs["error.type"] = attempt.error = error
         metrics = self.tel.metrics
         if metrics is not None:
-            labels = tuple(self.attempt_attrs.items())
+            duration, input_tokens, output_tokens, ttfc = self._series(error)
+            measured: list[tuple[list[Any], float]] = [(duration, time.perf_counter() - self.attempt_started)]
+            if record.input_tokens is not None:
+                measured.append((input_tokens, record.input_tokens))
+            if record.output_tokens is not None:
+                measured.append((output_tokens, record.output_tokens))
+            if self.ttfc is not None:
+                measured.append((ttfc, self.ttfc))
+            metrics.observe(measured)
+
+    def _series(self, error: str | None) -> tuple[list[Any], ...]:
+        """The GenAI metrics' series of the latest attempt (duration, input and output tokens, time to
+        first chunk), found once per (base, response model, error) and kept: the attributes are not
+        hashed per measurement."""
+        tel, base, model = self.tel, self.attempt_base, self.response_model
+        assert base is not None and tel.metrics is not None
+        key = (base, model, error or None)
+        handles = tel._series.get(key)
+        if handles is None:
+            labels = base.labels
+            if model:
+                labels += (("gen_ai.response.model", model),)
             if error:
                 labels += (("error.type", error),)
-            measured: list[tuple[str, float, tuple[tuple[str, Any], ...]]] = [
-                (DURATION, time.perf_counter() - self.attempt_started, labels)
-            ]
-            if record.input_tokens is not None:
-                measured.append((TOKENS, record.input_tokens, labels + (("gen_ai.token.type", "input"),)))
-            if record.output_tokens is not None:
-                measured.append((TOKENS, record.output_tokens, labels + (("gen_ai.token.type", "output"),)))
-            if self.ttfc is not None:
-                measured.append((TTFC, self.ttfc, labels))
-            metrics.record_all(measured)
+            series = tel.metrics.series
+            handles = (
+                series(DURATION, labels),
+                series(TOKENS, labels + (("gen_ai.token.type", "input"),)),
+                series(TOKENS, labels + (("gen_ai.token.type", "output"),)),
+                series(TTFC, labels),
+            )
+            if len(tel._series) < BASES_MAX * 4:
+                tel._series[key] = handles
+        return handles

@@ -13,8 +13,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
-from gateway.telemetry.otlp_wire import encode_spans
-from gateway.telemetry.traces import SCHEMA_URL, Telemetry, _Span
+from gateway.telemetry.observe import AccessRecord
+from gateway.telemetry.otlp_wire import encode_plain, encode_spans
+from gateway.telemetry.traces import SCHEMA_URL, Base, Telemetry, _Span
 
 
 def _spans() -> list[ReadableSpan]:
@@ -94,3 +95,46 @@ def test_a_span_with_events_goes_to_the_sdk_encoder() -> None:
         end_time=2,
     )
     assert encode_spans([span]) is None
+
+
+def test_plain_spans_encode_as_the_sdk_encodes_their_readable_spans() -> None:
+    """The batcher's path: a request's plain spans, addressed by ``RequestTrace._finish`` and encoded on
+    the export thread (``encode_plain``), parse to what the SDK writes for the same spans as ``ReadableSpan``s
+    (a root trace, a child of a caller's span with a raw ``tracestate``, a failed attempt; shared base
+    attributes, one of them set again on a span)."""
+    submitted: list[_Span] = []
+
+    class Batcher:
+        def submit(self, spans: list[_Span]) -> None:
+            submitted.extend(spans)
+
+        def on_end(self, span: ReadableSpan) -> None:
+            raise AssertionError("the batcher takes plain spans")
+
+    tel = Telemetry(Batcher(), resource=Resource.create({"service.name": "gw"}))
+    scope = {"path": "/v1/messages", "method": "POST", "scheme": "http"}
+    caller = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "vendor=abc, x=y"}
+    for headers in ({}, caller):
+        record = AccessRecord("req_1", "anthropic", "/v1/messages")
+        trace = tel.start(scope, headers, "anthropic", record)
+        shared = Base({"gen_ai.request.model": "a", "gateway.provider": "a"})  # an attempt's base; one overridden
+        failed = _Span("chat a", {"gateway.attempt": 1, "gateway.provider": "b"}, shared)
+        answered = _Span("chat a", {"gateway.attempt": 2}, shared)
+        failed.error = "overloaded (HTTP 529)"
+        trace.attempts += (failed, answered)
+        trace.attempt = answered
+        record.status, record.provider, record.stop_reason, record.raw_stop_reason = 200, "a", "stop", "end_turn"
+        record.input_tokens, record.output_tokens = 3, 4
+        trace.finish(record)
+    assert len(submitted) == 6 and [s.kind for s in submitted] == [3, 3, 2, 3, 3, 2]
+    got = _parsed(encode_plain(submitted))
+    assert got == sdk_encode([tel.readable(s) for s in submitted])
+    spans = got.resource_spans[0].scope_spans[0].spans
+    assert spans[5].parent_span_id == (0x00F067AA0BA902B7).to_bytes(8, "big") and spans[5].flags == 0x300
+    assert spans[3].trace_state == "vendor=abc,x=y" and spans[0].trace_state == ""
+    assert spans[3].status.message == "overloaded (HTTP 529)"
+    assert [(a.key, a.value.string_value) for a in spans[0].attributes][:2] == [
+        ("gen_ai.request.model", "a"),
+        ("gateway.provider", "b"),
+    ]
+    assert [a.key for a in spans[1].attributes][:3] == ["gen_ai.request.model", "gateway.provider", "gateway.attempt"]
