@@ -33,7 +33,7 @@ GATEWAY = Path(__file__).resolve().parent.parent / "gateway"
 # graph has no circle either (``test_no_package_cycle``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the shared values and wire primitives every wing reads; the top-level modules that import nothing above them
-    ("core", ("gateway", "errors", "events", "ir", "reply", "token_estimate", "asgi", "body_encoding")),
+    ("core", ("gateway", "errors", "events", "ir", "reply", "token_estimate", "asgi", "body_encoding", "random_ids")),
     ("framing", ("framing", "store")),  # bytes into frames; what outlives a request (knows no request)
     ("dialects", ("dialects",)),  # every dialect question is its codec's, with the vocabulary they share
     ("http", ("http",)),  # the HTTP/1.1 client, its pool, its httpx transport, and the demo stand-in transport
