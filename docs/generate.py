@@ -43,7 +43,7 @@ UNCOMMENTED = {
     "server.max_body_bytes": "a larger request body is a 413 in the caller's dialect",
     "server.max_json_depth": "a request body nested deeper is a 400",
     "server.shutdown_grace_seconds": "on SIGTERM, running streams get this long to finish",
-    "server.access_log": "one line per request on stderr",
+    "server.access_log": "one JSON line per request on stdout",
     "auth.keys_env": "env var with comma-separated keys callers must present; unset/empty = no auth",
     "auth.keys": "caller keys inline (prefer keys_env or [[keys]])",
     "providers.name": "the name routes and fallbacks refer to (no '/' or ':')",
