@@ -55,6 +55,8 @@ _RESERVED = {
 }
 _MAX_CACHED_URLS = 1024
 _SPENT = httpx.ByteStream(b"")
+# what an httpx without a private ``_event_hooks`` is taken to have: hooks, so the full path runs
+_UNKNOWN_HOOKS: dict[str, list[object]] = {"request": [None], "response": [None]}
 _NO_AUTH = httpx.Auth()  # given explicitly: else httpx looks for user:password in every request's URL
 
 
@@ -217,7 +219,7 @@ class Provider:
         )
         request.read()  # request.content for the transport and for an auth that signs the body
         direct = self._direct
-        hooks = client._event_hooks  # (one added after start: the full path runs it)
+        hooks = getattr(client, "_event_hooks", _UNKNOWN_HOOKS)  # (one added after start: the full path runs it)
         if direct is not None and direct[0] is client and not hooks["request"] and not hooks["response"]:
             response = await direct[1].handle_async_request(request)
             response.request = request
@@ -257,7 +259,7 @@ def direct_transport(
     transport = getattr(client, "_transport", None)
     if auth is not None or not isinstance(transport, GatewayTransport) or client.follow_redirects:
         return None
-    if client._mounts:  # (httpx keeps no public view of them; event hooks are looked at on each send)
+    if getattr(client, "_mounts", True):  # (httpx keeps no public view of them; hooks are looked at per send)
         return None
     return client, transport
 
