@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -59,6 +60,10 @@ class PresidioRedactor:
         timeout: float = 10.0,
         fail_open: bool = False,
     ) -> None:
+        # presidio's email recognizer asks tldextract, which fetches the public suffix list from
+        # publicsuffix.org on first use (a gateway sends nothing but its upstream calls): its bundled
+        # snapshot instead, unless the operator named a list (read when tldextract is imported)
+        os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
         try:
             import spacy
             from presidio_analyzer import AnalyzerEngine
@@ -82,6 +87,9 @@ class PresidioRedactor:
         self.analyzer: Any = AnalyzerEngine(nlp_engine=engine, supported_languages=[language])
         self.entities, self.language = entities, language
         self.name, self.timeout, self.fail_open = name, timeout, fail_open
+        # the first analysis loads what the recognizers load lazily (the suffix list, the pipeline's
+        # tables): ~0.2 s holding the GIL, paid here at startup, not inside the first request's stream
+        self.redact("warm-up jane.roe@example.com 555-0100")
 
     async def analyze(self, texts: list[str]) -> list[tuple[str, list[Hit]]]:
         """``redact`` over each text, off the event loop, within ``timeout``; raises
