@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.governance.periods import period_bounds
 from gateway.governance.prices import NANO, PriceBook
+from gateway.store.base import Store
 from gateway.store.counters import Settlement
 
 if TYPE_CHECKING:
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("gateway.ledger")
 
 SETTLE_BATCH_SECONDS = 0.01  # one transaction / round trip for every request that ended in this time
+# a batch the store refused is sent again after these pauses (a Redis failover, a busy SQLite file):
+# dropped, its spend would be lost and its holds would keep the budget until they expire. Each
+# settlement keeps its id, so one that had been applied counts once (Redis keeps done markers 60 s:
+# the pauses and the store's own retries stay well inside that)
+SETTLE_RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class Ledger:
@@ -160,7 +166,7 @@ class Ledger:
             while self._pending and self.store is not None:
                 batch, self._pending = self._pending, []
                 try:
-                    spent = await self.store.settle(batch)
+                    spent = await self._settle(batch)
                 except Exception as exc:
                     log.error(
                         "could not record the spend of %d requests (%s: %s); their holds expire by themselves",
@@ -175,6 +181,22 @@ class Ledger:
                         self.metrics.budget_remaining.labels(s.key).set(spec.budget_usd - total / NANO)
         finally:
             self._idle.set()
+
+    async def _settle(self, batch: list[Settlement]) -> list[int]:
+        store: Store = self.store
+        for pause in SETTLE_RETRY_PAUSES:
+            try:
+                return await store.settle(batch)
+            except Exception as exc:
+                log.warning(
+                    "could not record the spend of %d requests (%s: %s); again in %.2f s",
+                    len(batch),
+                    type(exc).__name__,
+                    exc,
+                    pause,
+                )
+                await asyncio.sleep(pause)
+        return await store.settle(batch)
 
     async def flush(self) -> None:
         """Wait until this process's queued settlements are in the store."""

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.random_ids import random_hex
+
 WINDOW = 60.0  # seconds: rpm and tpm are per minute
 
 REASONS = ("parallel", "rpm", "tpm", "budget")
@@ -90,6 +92,9 @@ class Settlement:
     record: dict[str, Any] = field(default_factory=dict)  # the request record for /admin/requests
     period: str = ""  # the budget period to add the cost to (when the key has a budget)
     logged: bool = True  # kept in the request records (False: a route target's hold, gateway/routing/targets.py)
+    # made once: the same settlement sent again (the ledger retries a failed batch) is counted once
+    # where the store keeps done markers (Redis: ``done:<id>`` for 60 s)
+    id: str = field(default_factory=lambda: random_hex(16))
 
 
 SPEND_FIELDS = (

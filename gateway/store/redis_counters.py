@@ -16,7 +16,6 @@ cases on both backends).
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -311,7 +310,7 @@ class RedisCounters:
     async def settle(self, items: list[Settlement]) -> list[int]:
         """Both parts of every settlement in one pipeline (one round trip per node); the period's
         spent of each from its first part (0 without a named key)."""
-        calls = [self._settle_calls(s, uuid.uuid4().hex) for s in items]
+        calls = [self._settle_calls(s, s.id) for s in items]
         flat = [call for parts in calls for call in parts]
         if len(flat) == 1:  # (a route target's hold, settled as its answer ends: no pipeline to build)
             script, keys, args = flat[0]

@@ -60,3 +60,40 @@ async def test_a_reservation_sent_twice_holds_once(redis_store: RedisStore) -> N
     assert first.hold is not None
     await redis_store.settle([settlement(first.hold, cost=100, period="total")])
     assert await redis_store.budget_state("team", "total") == (100, 400)
+
+
+async def test_the_ledger_sends_a_failed_batch_again_and_it_counts_once(
+    opener: Opener, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose reply was lost (applied, then the connection failed) is sent again by the
+    ledger (``Ledger._settle``, gateway/governance/ledger.py) with the same settlement ids: its
+    spend and hold count once, on every store (SQLite rolls a failed batch back; Redis keeps done
+    markers). Before, a failed batch was dropped: its spend lost, its holds kept until they expired."""
+    from gateway.governance import ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "SETTLE_RETRY_PAUSES", (0.01, 0.01))
+    store = opener()
+    kw = dict(period="total", budget_nano=10_000, tokens=100, tpm=1000)
+    held = await store.reserve(ask("r1", cost_nano=500, **kw))
+    assert held.ok and held.hold is not None
+    batch = [settlement(held.hold, cost=300, period="total")]
+    real = store.settle
+    calls = 0
+
+    async def lossy(items: list[Any]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            if not url.startswith("sqlite"):
+                await real(items)  # applied on the server; the reply never came back
+            raise ConnectionError("connection lost")
+        return await real(items)
+
+    monkeypatch.setattr(store, "settle", lossy)
+    ledger = ledger_module.Ledger.__new__(ledger_module.Ledger)  # only its store is read by _settle
+    ledger.store = store
+    await ledger._settle(batch)
+    assert calls == 2
+    assert await store.budget_state("team", "total") == (300, 0)
+    rows = await store.spend_buckets(hour_of(NOW), hour_of(NOW) + 1, "team")
+    assert [row[5:] for row in rows] == [(1, 10, 5, 2, 1, 3, 300, 0)]
