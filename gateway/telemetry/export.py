@@ -5,7 +5,7 @@ lost (on a full queue it drops the oldest span and logs a warning *per span*: lo
 request path exactly when the collector is down; a failed export is only logged), and it takes only
 the SDK's ``ReadableSpan``s: two of them, their ``SpanContext``s and ``Status`` per request, made on the
 event loop, were a large part of what tracing cost a request there (bench/README.md, "third pass"). So the
-batcher is the gateway's: a request's plain spans (``gateway/telemetry/traces.py`` ``_Span``) are
+batcher is the gateway's: a request's plain spans (``gateway/telemetry/spans.py`` ``PlainSpan``) are
 appended to a deque as they are (``submit``), and the export thread writes their OTLP bytes
 (``otlp_wire.encode_plain``) a batch at a time, a caller's ``tracestate`` validated there too. It batches as the SDK's does (``OTEL_BSP_SCHEDULE_DELAY``,
 ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, ``OTEL_BSP_MAX_QUEUE_SIZE``; a full batch wakes the thread early) and
@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry, Counter
 
 from gateway.telemetry.otlp_wire import encode_plain, encode_spans
-from gateway.telemetry.traces import _Span
+from gateway.telemetry.spans import PlainSpan
 
 log = logging.getLogger("gateway.telemetry")
 # set while exporting, as the SDK's batcher does: an instrumented HTTP client then makes no span of the export
@@ -51,7 +51,7 @@ def _env_int(name: str, default: int) -> int:
 
 def readable(spans: Sequence[Any]) -> list[ReadableSpan]:
     """A batch as the SDK's ``ReadableSpan``s (a plain span is made one by its ``Telemetry``)."""
-    return [s.origin.readable(s) if type(s) is _Span else s for s in spans]
+    return [s.origin.readable(s) if type(s) is PlainSpan else s for s in spans]
 
 
 class WireSpanExporter(OTLPSpanExporter):
@@ -65,7 +65,7 @@ class WireSpanExporter(OTLPSpanExporter):
         client, metrics = getattr(self, "_client", None), getattr(self, "_metrics", None)
         if client is None or metrics is None or getattr(self, "_shutdown", True):
             return super().export(readable(spans))
-        plain = all(type(s) is _Span for s in spans)
+        plain = all(type(s) is PlainSpan for s in spans)
         try:
             data = encode_plain(spans) if plain else encode_spans(readable(spans))
         except Exception:
@@ -140,7 +140,7 @@ class BoundedBatchProcessor(SpanProcessor):
     def pending(self) -> int:
         return self.submitted - self.exporter.taken
 
-    def submit(self, spans: list[_Span]) -> None:
+    def submit(self, spans: list[PlainSpan]) -> None:
         """A request's plain spans, ended and addressed (``RequestTrace._finish``); dropped whole, and
         counted, when they would overflow the queue."""
         if self._gave_up or self._closed:

@@ -48,6 +48,22 @@ INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...]]] = {
 }
 
 
+def _new_series(name: str, attrs: tuple[tuple[str, Any], ...], first: float) -> list[Any]:
+    """[bucket counts, sum, count, min, max, bounds, key]: one instrument's series for one attribute set."""
+    bounds = INSTRUMENTS[name][2]
+    return [[0] * (len(bounds) + 1), 0, 0, first, first, bounds, (name, attrs)]
+
+
+def _add(series: list[Any], value: float) -> None:
+    series[0][bisect_left(series[5], value)] += 1
+    series[1] += value
+    series[2] += 1
+    if value < series[3]:
+        series[3] = value
+    elif value > series[4]:
+        series[4] = value
+
+
 class GenAIMetrics:
     """Cumulative explicit-bucket histograms keyed by (instrument, attributes)."""
 
@@ -81,24 +97,9 @@ class GenAIMetrics:
         with self._lock:
             for name, value, attrs in measurements:
                 series = series_of.get((name, attrs))
-                bounds = INSTRUMENTS[name][2]
                 if series is None:
-                    series = series_of[(name, attrs)] = [
-                        [0] * (len(bounds) + 1),
-                        0,
-                        0,
-                        value,
-                        value,
-                        bounds,
-                        (name, attrs),
-                    ]
-                series[0][bisect_left(bounds, value)] += 1
-                series[1] += value
-                series[2] += 1
-                if value < series[3]:
-                    series[3] = value
-                elif value > series[4]:
-                    series[4] = value
+                    series = series_of[(name, attrs)] = _new_series(name, attrs, value)
+                _add(series, value)
 
     def series(self, name: str, attrs: tuple[tuple[str, Any], ...]) -> list[Any]:
         """A handle on the series of ``name`` with ``attrs``, to record into with ``observe``: a caller that
@@ -106,10 +107,7 @@ class GenAIMetrics:
         A series not yet recorded into is not exported (nor registered until then)."""
         with self._lock:
             series = self._series.get((name, attrs))
-        if series is None:
-            bounds = INSTRUMENTS[name][2]
-            series = [[0] * (len(bounds) + 1), 0, 0, 0, 0, bounds, (name, attrs)]
-        return series
+        return series if series is not None else _new_series(name, attrs, 0)
 
     def observe(self, measurements: Any) -> None:
         """Several ``(series, value)`` (handles from ``series``) at once, under one lock."""
@@ -119,13 +117,7 @@ class GenAIMetrics:
                     series = self._series.setdefault(series[6], series)
                     if not series[2]:
                         series[3] = series[4] = value
-                series[0][bisect_left(series[5], value)] += 1
-                series[1] += value
-                series[2] += 1
-                if value < series[3]:
-                    series[3] = value
-                elif value > series[4]:
-                    series[4] = value
+                _add(series, value)
 
     def collect(self) -> MetricsData:
         """Everything so far, as the SDK's data model (cumulative since start)."""

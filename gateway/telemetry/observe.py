@@ -210,11 +210,11 @@ class Observer:
 
     def __init__(self, enabled: bool = True) -> None:
         self.metrics = Metrics()
-        self.enabled = enabled
         self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}  # (dialect, provider, status)
         self._tokens: dict[tuple[str, str], Any] = {}  # (provider, kind)
         self.ledger: Settles | None = None  # gateway.governance.ledger.Ledger: prices and settles every finished record
-        # the lines' writer thread (access_writer.py), unless a handler listens on ``gateway.access``
+        # the access log's writer thread (access_writer.py), None with the log off; a handler on
+        # ``gateway.access`` gets the lines through logging instead (finish)
         self._writer = AccessWriter(sys.stdout) if enabled else None
         self._usage_warned: dict[str, tuple[float, int]] = {}  # provider -> (last warning, requests since)
 

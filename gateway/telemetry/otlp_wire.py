@@ -68,13 +68,18 @@ def _any(value: Any) -> bytes:
 _KEYS: dict[str, bytes] = {}
 
 
-def _key_value(key: str, value: Any) -> bytes:
+def _key_head(key: str) -> bytes:
+    """A ``KeyValue``'s key field, made once per key."""
     head = _KEYS.get(key)
     if head is None:
         head = _ld(b"\x0a", key.encode())
         if len(_KEYS) < 4096:  # attribute keys are a fixed set; a bound against a surprise
             _KEYS[key] = head
-    return head + _ld(b"\x12", _any(value))
+    return head
+
+
+def _key_value(key: str, value: Any) -> bytes:
+    return _key_head(key) + _ld(b"\x12", _any(value))
 
 
 def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
@@ -94,11 +99,7 @@ _CACHED = (str, int, bool)
 
 def _field(key: str, value: Any) -> bytes:
     """A ``Span.attributes`` field (tag 9): a ``KeyValue`` whose ``AnyValue`` is written in line for a string."""
-    head = _KEYS.get(key)
-    if head is None:
-        head = _ld(b"\x0a", key.encode())
-        if len(_KEYS) < 4096:  # attribute keys are a fixed set; a bound against a surprise
-            _KEYS[key] = head
+    head = _key_head(key)
     if type(value) is str:
         data = value.encode("utf-8", "surrogatepass")
         any_value = b"\x0a" + _varint(len(data)) + data
@@ -296,7 +297,7 @@ _ERROR = 2  # StatusCode.ERROR
 
 def encode_plain(spans: Sequence[Any]) -> bytes:
     """The serialized ``ExportTraceServiceRequest`` of the gateway's own plain spans
-    (``gateway.telemetry.traces._Span``, ended and addressed: ``trace_id``, ``parent_id``, ``remote``,
+    (``gateway.telemetry.spans.PlainSpan``, ended and addressed: ``trace_id``, ``parent_id``, ``remote``,
     ``kind`` as OTLP numbers it, ``trace_state``, ``origin`` with the process's resource and scope; the
     attributes of its ``base`` first, their bytes written once per base), written
     on the export thread straight from them: no SDK object is made per span, on the loop or here."""

@@ -16,8 +16,9 @@ in the main repository; see docs/telemetry.md):
   and finish reasons are known. All of a request's spans are handed to the exporter when it ends
   (why: ``Telemetry``).
 
-Module map: this one (spans), ``setup.py`` (turning it on), ``export.py`` (the bounded batcher),
-``otlp_wire.py`` (the OTLP bytes), ``metrics.py`` (GenAI histograms), ``content.py`` (opt-in content).
+Module map: this one (a request's trace), ``spans.py`` (its spans as plain data, their shared bases), ``setup.py``
+(turning it on), ``export.py`` (the bounded batcher), ``otlp_wire.py`` (the OTLP bytes), ``metrics.py``
+(GenAI histograms), ``content.py`` (opt-in content).
 
 Never in the way: spans leave through the gateway's batcher (``gateway/telemetry/export.py``: its own
 thread, which writes the OTLP bytes) behind a bounded queue; what cannot be queued or exported is
@@ -39,6 +40,7 @@ from urllib.parse import urlsplit
 
 from gateway.events import MessageStart
 from gateway.reply import Reply, ReplyBuilder
+from gateway.telemetry.spans import BASES_MAX, CLIENT, SERVER, Base, PlainSpan
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -124,87 +126,6 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
     return trace, span, int(flags, 16)
 
 
-SERVER, CLIENT = 2, 3  # OTLP's Span.SpanKind numbers
-BASES_MAX = 1024  # shared attribute sets per process: routes x dialects, providers x models; a bound against a surprise
-EXTENDED_MAX = 256  # the variants of one base (Base.extended) ...
-EXTENDED_TOTAL_MAX = 16384  # ... and of all of them: a caller's model names must not grow the process without bound
-
-
-class Base:
-    """The attributes every span of one kind shares (a route's, a provider and model's), made once
-    and never changed: a span holds it beside its own ``attributes``, so the loop copies nothing and
-    the export thread writes its OTLP bytes once (``wire``, set there), not per span. ``labels``: the
-    GenAI metrics' attributes of an attempt (low cardinality), as ``GenAIMetrics`` keys its series."""
-
-    __slots__ = ("name", "attributes", "labels", "wire", "_extended")
-    kept = 0  # extended variants kept, all bases (the loop's only)
-
-    def __init__(self, attributes: dict[str, Any], labels: tuple[tuple[str, Any], ...] = (), name: str = "") -> None:
-        self.name = name  # the spans' name
-        self.attributes = attributes
-        self.labels = labels
-        self.wire: bytes | None = None
-        self._extended: dict[tuple[tuple[str, Any], ...], Base] = {}
-
-    def extended(self, items: tuple[tuple[str, Any], ...]) -> Base:
-        """This base with ``items`` added: made once per distinct ``items`` and shared, so values most
-        requests repeat (a route's model, the status, the provider, the stop reason) are written to the
-        wire once, not per span. ``items`` hold low-cardinality values of one type per key (a bool is
-        never stood in for by an int: they compare equal)."""
-        base = self._extended.get(items)
-        if base is None:
-            base = Base({**self.attributes, **dict(items)}, self.labels, self.name)
-            if len(self._extended) < EXTENDED_MAX and Base.kept < EXTENDED_TOTAL_MAX:
-                self._extended[items] = base
-                Base.kept += 1
-        return base
-
-
-class _Span:
-    """A span being described: plain data until the request ends (see ``RequestTrace``). Then, with
-    the gateway's own batcher (``gateway/telemetry/export.py``), it is addressed (``trace_id``,
-    ``parent_id``, ``remote``, ``kind``, ``trace_state``, ``origin``) and queued as it is: the export
-    thread writes its OTLP bytes (``otlp_wire.encode_plain``); no SDK object is made for it."""
-
-    __slots__ = (
-        "span_id",
-        "name",
-        "start_ns",
-        "end_ns",
-        "attributes",
-        "error",
-        "base",
-        "trace_id",
-        "parent_id",
-        "remote",
-        "kind",
-        "trace_state",
-        "origin",
-    )
-    # set when the request ends (RequestTrace._finish): trace_state is a caller's raw tracestate
-    # header (validated on the export thread) or a sampler's TraceState; origin the Telemetry
-    trace_id: int
-    parent_id: int
-    remote: bool
-    kind: int
-    trace_state: Any
-    origin: Telemetry
-
-    def __init__(self, name: str, attributes: dict[str, Any], base: Base | None = None) -> None:
-        self.span_id = getrandbits(64) or 1
-        self.name = name
-        self.start_ns = time_ns()
-        self.end_ns = 0
-        self.attributes = attributes  # the span's own; a key set here wins over the base's
-        self.error: str | None = None
-        self.base = base
-
-    def all_attributes(self) -> dict[str, Any]:
-        """The base's attributes and the span's own, as one mapping (what the SDK's span would hold)."""
-        base = self.base
-        return {**base.attributes, **self.attributes} if base is not None else self.attributes
-
-
 class Telemetry:
     """The span processor, sampler and GenAI metrics of one process; ``start`` makes a request's trace.
 
@@ -275,7 +196,7 @@ class Telemetry:
         self.OK_STATUS = Status(StatusCode.UNSET)
         # the gateway's batcher takes a request's plain spans as they are (BoundedBatchProcessor.submit);
         # any other span processor (an SDK one, in tests) is handed ReadableSpans (emit)
-        self.submit: Callable[[list[_Span]], None] | None = getattr(processor, "submit", None)
+        self.submit: Callable[[list[PlainSpan]], None] | None = getattr(processor, "submit", None)
         self._providers: dict[str, dict[str, Any]] = {}
         self._bases: dict[tuple[str, ...], Base] = {}
         # (an attempt's base, its response model, error.type) -> the GenAI metrics' series handles
@@ -334,12 +255,12 @@ class Telemetry:
                 if not parent.is_valid:
                     parent = None
         base = self._server_base(method, route, scope["path"], scope.get("scheme", "http"), dialect)
-        span = _Span(base.name, {"gateway.request_id": record.request_id}, base)
+        span = PlainSpan(base.name, {"gateway.request_id": record.request_id}, base)
         trace = RequestTrace(self, span, parent, trace_state)
         record.trace_id = format(trace.trace_id, "032x")
         return trace
 
-    def emit(self, trace_id: int, span: _Span, kind: Any, parent: Any, trace_state: Any) -> None:
+    def emit(self, trace_id: int, span: PlainSpan, kind: Any, parent: Any, trace_state: Any) -> None:
         status = self.Status(self.ERROR, span.error) if span.error is not None else self.OK_STATUS
         context = self.SpanContext(trace_id, span.span_id, False, self.SAMPLED, trace_state)
         self.processor.on_end(
@@ -357,7 +278,7 @@ class Telemetry:
             )
         )
 
-    def readable(self, span: _Span) -> Any:
+    def readable(self, span: PlainSpan) -> Any:
         """An addressed plain span as the SDK's ``ReadableSpan``, for an exporter other than the
         gateway's OTLP one (made on the export thread)."""
         state = span.trace_state
@@ -435,12 +356,12 @@ class RequestTrace:
         "ttfc",
     )
 
-    def __init__(self, tel: Telemetry, span: _Span, parent: Any, raw_trace_state: str | None) -> None:
+    def __init__(self, tel: Telemetry, span: PlainSpan, parent: Any, raw_trace_state: str | None) -> None:
         self.tel, self.span = tel, span
         self.parent, self.raw_trace_state = parent, raw_trace_state  # the caller's span, if it sent one
         self.trace_id: int = parent.trace_id if parent is not None else (getrandbits(128) or 1)
-        self.attempts: list[_Span] = []
-        self.attempt: _Span | None = None  # the attempt that answered: ends with the request
+        self.attempts: list[PlainSpan] = []
+        self.attempt: PlainSpan | None = None  # the attempt that answered: ends with the request
         self.attempt_started = 0.0
         self.attempt_base: Base | None = None  # the latest attempt's: its metric attributes (low cardinality)
         self.response_model: str | None = None
@@ -465,7 +386,7 @@ class RequestTrace:
 
     def attempt_started_for(
         self, provider: Provider, target: Target, req: ChatRequest, fallback: int, streamed: bool
-    ) -> _Span:
+    ) -> PlainSpan:
         """A CLIENT span for one upstream attempt, child of the request's span."""
         base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model)
         self.response_model = None
@@ -488,18 +409,20 @@ class RequestTrace:
             attrs.update(self.content)
         self.streamed = streamed
         self.attempt_started = time.perf_counter()
-        span = _Span(base.name, attrs, base.extended(shared))
+        span = PlainSpan(base.name, attrs, base.extended(shared))
         self.attempts.append(span)
         return span
 
-    def child(self, name: str, attributes: dict[str, Any]) -> _Span:
+    def child(self, name: str, attributes: dict[str, Any]) -> PlainSpan:
         """A CLIENT span under the request's, started now and ended by the caller (``end_ns``):
         an MCP ``execute_tool`` call (gateway/mcp/access.py). Emitted with the request's span."""
-        span = _Span(name, attributes)
+        span = PlainSpan(name, attributes)
         self.attempts.append(span)
         return span
 
-    def embeddings_attempt(self, provider: Provider, target: Target, fallback: int, dimensions: int | None) -> _Span:
+    def embeddings_attempt(
+        self, provider: Provider, target: Target, fallback: int, dimensions: int | None
+    ) -> PlainSpan:
         """A CLIENT span ``embeddings {model}`` for one embeddings attempt (gateway/relay/embeddings.py);
         it ends as a chat attempt's does (``attempt_failed`` / ``attempt_opened`` then ``finish``)."""
         base = self.attempt_base = self.tel.attempt_base(provider, target.upstream_model, "embeddings")
@@ -509,11 +432,11 @@ class RequestTrace:
             attrs["gen_ai.embeddings.dimension.count"] = dimensions
         self.streamed = False
         self.attempt_started = time.perf_counter()
-        span = _Span(base.name, attrs, base)
+        span = PlainSpan(base.name, attrs, base)
         self.attempts.append(span)
         return span
 
-    def attempt_failed(self, span: _Span, err: GatewayError | None, kind: str = "") -> None:
+    def attempt_failed(self, span: PlainSpan, err: GatewayError | None, kind: str = "") -> None:
         """End a failed attempt's span: ``error.type`` is the gateway's error kind (low cardinality),
         never the provider's message (it may quote a key)."""
         span.end_ns = time_ns()
@@ -526,7 +449,7 @@ class RequestTrace:
         if metrics is not None:
             metrics.observe(((self._series(kind)[0], time.perf_counter() - self.attempt_started),))
 
-    def attempt_opened(self, span: _Span, first: list[Event]) -> None:
+    def attempt_opened(self, span: PlainSpan, first: list[Event]) -> None:
         """The attempt answered: its span stays open until the request ends; note the first chunk."""
         self.attempt = span
         attrs = span.attributes
@@ -627,7 +550,7 @@ class RequestTrace:
         if tel.submit is not None:  # (always: the caller checked)
             tel.submit(spans)
 
-    def _describe_attempt(self, attempt: _Span, record: AccessRecord, error: str | None) -> None:
+    def _describe_attempt(self, attempt: PlainSpan, record: AccessRecord, error: str | None) -> None:
         """The answering attempt's usage and finish reasons; the GenAI metrics."""
         attrs = attempt.attributes
         usage = (

@@ -13,7 +13,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_gateway_process(config: Path, port: int, timeout: float = 30.0) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway_process(
+    config: Path, port: int, timeout: float = 30.0, stdout: int = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start a gateway on ``config`` (which listens on ``port``) and wait until /healthz answers.
 
     ``GATEWAY_*`` variables of the test run are not passed on, so the file alone configures it."""
@@ -22,7 +24,7 @@ def start_gateway_process(config: Path, port: int, timeout: float = 30.0) -> tup
         [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,  # (the access log; subprocess.PIPE to read it)
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

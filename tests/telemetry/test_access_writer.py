@@ -4,11 +4,8 @@ in order, one JSON object each, on a served gateway's stdout; the last ones writ
 from __future__ import annotations
 
 import io
-import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +16,7 @@ from gateway.telemetry.access_writer import AccessWriter
 from tests.conftest import gateway_config
 from tests.governance.test_keys_replicas import to_toml
 from tests.support.fake_upstream import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import start_gateway_process
 
 
 def test_every_line_in_order_into_a_file_and_all_of_them_by_stop(tmp_path: Path) -> None:
@@ -49,30 +45,12 @@ def test_a_served_gateway_writes_one_line_per_request_on_stdout(fake: Any, tmp_p
     config = gateway_config(f"http://127.0.0.1:{fake.port}", access_log=True, port=port)
     path = tmp_path / "gateway.toml"
     path.write_text(to_toml(config))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--config", str(path)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, url = start_gateway_process(path, port, stdout=subprocess.PIPE)
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.time() < deadline, "the gateway did not start"
-            time.sleep(0.1)
         body = {"model": "anthropic--text", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
         ids = [f"req-text-{i}" for i in range(3)]
         for rid in ids:
-            got = httpx.post(
-                f"http://127.0.0.1:{port}/v1/chat/completions", json=body, headers={"x-request-id": rid}, timeout=10
-            )
+            got = httpx.post(url + "/v1/chat/completions", json=body, headers={"x-request-id": rid}, timeout=10)
             assert got.status_code == 200, got.text
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -15,7 +15,8 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from gateway.telemetry.observe import AccessRecord
 from gateway.telemetry.otlp_wire import encode_plain, encode_spans
-from gateway.telemetry.traces import SCHEMA_URL, Base, Telemetry, _Span
+from gateway.telemetry.spans import Base, PlainSpan
+from gateway.telemetry.traces import SCHEMA_URL, Telemetry
 
 
 def _spans() -> list[ReadableSpan]:
@@ -42,9 +43,11 @@ def _spans() -> list[ReadableSpan]:
         "raw": b"\x00\xff",
     }
     for i in range(3):
-        server = _Span("POST /v1/messages", {"http.request.method": "POST", "gateway.request_id": f"req_{i}", **values})
-        client = _Span("chat text", {"gen_ai.request.model": "text", "one": True, "gateway.attempt": i + 1})
-        failed = _Span("chat text", {"error.type": "overloaded"})
+        server = PlainSpan(
+            "POST /v1/messages", {"http.request.method": "POST", "gateway.request_id": f"req_{i}", **values}
+        )
+        client = PlainSpan("chat text", {"gen_ai.request.model": "text", "one": True, "gateway.attempt": i + 1})
+        failed = PlainSpan("chat text", {"error.type": "overloaded"})
         failed.error = "overloaded (HTTP 529)"
         for span in (server, client, failed):
             span.end_ns = span.start_ns + 1234
@@ -102,10 +105,10 @@ def test_plain_spans_encode_as_the_sdk_encodes_their_readable_spans() -> None:
     the export thread (``encode_plain``), parse to what the SDK writes for the same spans as ``ReadableSpan``s
     (a root trace, a child of a caller's span with a raw ``tracestate``, a failed attempt; shared base
     attributes, one of them set again on a span)."""
-    submitted: list[_Span] = []
+    submitted: list[PlainSpan] = []
 
     class Batcher:
-        def submit(self, spans: list[_Span]) -> None:
+        def submit(self, spans: list[PlainSpan]) -> None:
             submitted.extend(spans)
 
         def on_end(self, span: ReadableSpan) -> None:
@@ -118,8 +121,8 @@ def test_plain_spans_encode_as_the_sdk_encodes_their_readable_spans() -> None:
         record = AccessRecord("req_1", "anthropic", "/v1/messages")
         trace = tel.start(scope, headers, "anthropic", record)
         shared = Base({"gen_ai.request.model": "a", "gateway.provider": "a"})  # an attempt's base; one overridden
-        failed = _Span("chat a", {"gateway.attempt": 1, "gateway.provider": "b"}, shared)
-        answered = _Span("chat a", {"gateway.attempt": 2}, shared)
+        failed = PlainSpan("chat a", {"gateway.attempt": 1, "gateway.provider": "b"}, shared)
+        answered = PlainSpan("chat a", {"gateway.attempt": 2}, shared)
         failed.error = "overloaded (HTTP 529)"
         trace.attempts += (failed, answered)
         trace.attempt = answered
