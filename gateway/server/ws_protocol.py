@@ -66,7 +66,11 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
                     compress_settings={"level": 1, "memLevel": 5},
                 )
             ]
-        self.conn.max_size = settings.max_message_bytes if settings.max_message_bytes > 0 else None
+        limit = settings.max_message_bytes if settings.max_message_bytes > 0 else None
+        if hasattr(self.conn, "max_message_size"):
+            self.conn.max_message_size = limit  # websockets 16+ (max_size became message + fragment limits)
+        else:
+            setattr(self.conn, "max_size", limit)  # websockets 13-15: an unknown attribute would be no limit
         self.ping_interval = settings.ping_interval if settings.ping_interval > 0 else None
         self.ping_timeout = settings.ping_timeout if settings.ping_timeout > 0 else None
         self._told_shutdown = False
