@@ -67,10 +67,11 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
                 )
             ]
         limit = settings.max_message_bytes if settings.max_message_bytes > 0 else None
-        if hasattr(self.conn, "max_message_size"):
-            self.conn.max_message_size = limit  # websockets 16+ (max_size became message + fragment limits)
-        else:
-            setattr(self.conn, "max_size", limit)  # websockets 13-15: an unknown attribute would be no limit
+        # websockets 16+ reads max_message_size (max_size became message + fragment limits), 13-15
+        # max_size; an attribute it does not read would leave uvicorn's 16 MiB default in force.
+        # setattr: mypy sees only the installed version's name
+        name = "max_message_size" if hasattr(self.conn, "max_message_size") else "max_size"
+        setattr(self.conn, name, limit)
         self.ping_interval = settings.ping_interval if settings.ping_interval > 0 else None
         self.ping_timeout = settings.ping_timeout if settings.ping_timeout > 0 else None
         self._told_shutdown = False
